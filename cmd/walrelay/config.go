@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// config is everything `walrelay run` is told.
+type config struct {
+	pgURL           string
+	publication     string
+	slot            string
+	tables          string
+	create          bool
+	brokers         string
+	topic           string
+	createTopics    bool
+	topicPartitions int
+	topicRF         int
+	idColumn        string
+	keyColumn       string
+	payloadColumn   string
+	headerColumns   string
+	statusInterval  time.Duration
+	shutdownTimeout time.Duration
+	maxInflight     int
+	compression     string
+	deliveryTimeout time.Duration
+	maxMessageBytes int
+	linger          time.Duration
+	logLevel        string
+	logFormat       string
+}
+
+// envPrefix + the flag name in upper case with '-' as '_' is each flag's
+// environment variable: --pg-url is WALRELAY_PG_URL.
+const envPrefix = "WALRELAY_"
+
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func newFlagSet(name string, cfg *config) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&cfg.pgURL, "pg-url", "", "PostgreSQL connection string (URL or key=value); the replication connection is derived from it")
+	fs.StringVar(&cfg.publication, "publication", "walrelay", "publication to stream")
+	fs.StringVar(&cfg.slot, "slot", "walrelay", "logical replication slot (pgoutput)")
+	fs.StringVar(&cfg.tables, "table", "public.outbox", "outbox table, schema-qualified; a comma list makes every listed table an outbox")
+	fs.BoolVar(&cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert')) and the slot when missing")
+	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
+	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
+	fs.BoolVar(&cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
+	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 6, "partitions of created topics")
+	fs.IntVar(&cfg.topicRF, "topic-replication-factor", -1, "replication factor of created topics (-1: the broker's default)")
+	fs.StringVar(&cfg.idColumn, "id-column", "id", "column holding the event id (header \"id\")")
+	fs.StringVar(&cfg.keyColumn, "key-column", "aggregateid", "column holding the record key")
+	fs.StringVar(&cfg.payloadColumn, "payload-column", "payload", "column holding the record value")
+	fs.StringVar(&cfg.headerColumns, "header-columns", "", "extra headers as column:header pairs, comma-separated (e.g. type:eventType)")
+	fs.DurationVar(&cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements")
+	fs.IntVar(&cfg.maxInflight, "max-inflight-bytes", 64<<20, "record bytes buffered or in flight to Kafka before reading from PostgreSQL pauses")
+	fs.StringVar(&cfg.compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
+	fs.DurationVar(&cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may be retried before it fails and streaming restarts from the last confirmed position")
+	fs.IntVar(&cfg.maxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes")
+	fs.DurationVar(&cfg.linger, "kafka-linger", 0, "how long a partition waits for more records before sending")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
+	return fs
+}
+
+// parseFlags parses args, then fills every flag not given on the command
+// line from its WALRELAY_* environment variable.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: walrelay %s [flags]\n\nEvery flag can also be set through its environment variable, e.g. --pg-url as %s.\n\nFlags:\n", fs.Name(), envName("pg-url"))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: flags start with --", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	for _, name := range names {
+		if given[name] {
+			continue
+		}
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			if err := fs.Set(name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", envName(name), v, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stages turns the flags into the stages' configurations, reporting every
+// mistake at once.
+func (c *config) stages() (replication.Config, decode.Config, sink.Config, error) {
+	var errs []error
+	tables := splitList(c.tables)
+	if len(tables) == 0 {
+		errs = append(errs, errors.New("--table is empty: name at least one outbox table"))
+	}
+	var headers []decode.HeaderColumn
+	for _, p := range splitList(c.headerColumns) {
+		col, hdr, ok := strings.Cut(p, ":")
+		if !ok || col == "" || hdr == "" {
+			errs = append(errs, fmt.Errorf("--header-columns %q: want column:header pairs, e.g. type:eventType", p))
+			continue
+		}
+		headers = append(headers, decode.HeaderColumn{Column: col, Header: hdr})
+	}
+	if c.topicPartitions < 1 || c.topicPartitions > 1<<20 {
+		errs = append(errs, fmt.Errorf("--topic-partitions %d: want at least 1", c.topicPartitions))
+	}
+	if c.topicRF < -1 || c.topicRF == 0 || c.topicRF > 32767 {
+		errs = append(errs, fmt.Errorf("--topic-replication-factor %d: want -1 (broker default) or at least 1", c.topicRF))
+	}
+	if c.maxMessageBytes < 1024 || c.maxMessageBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("--kafka-max-message-bytes %d: want 1024 to 1073741824", c.maxMessageBytes))
+	}
+	rc := replication.Config{
+		ConnString:      c.pgURL,
+		Slot:            c.slot,
+		Publication:     c.publication,
+		Tables:          tables,
+		Create:          c.create,
+		StatusInterval:  c.statusInterval,
+		ShutdownTimeout: c.shutdownTimeout,
+	}
+	dc := decode.Config{
+		Tables:        tables,
+		IDColumn:      c.idColumn,
+		KeyColumn:     c.keyColumn,
+		PayloadColumn: c.payloadColumn,
+		HeaderColumns: headers,
+		Topic:         c.topic,
+	}
+	sc := sink.Config{
+		Brokers:                splitList(c.brokers),
+		Compression:            c.compression,
+		DeliveryTimeout:        c.deliveryTimeout,
+		MaxInflightBytes:       c.maxInflight,
+		MaxMessageBytes:        int32(c.maxMessageBytes),
+		Linger:                 c.linger,
+		CreateTopics:           c.createTopics,
+		TopicPartitions:        int32(c.topicPartitions),
+		TopicReplicationFactor: int16(c.topicRF),
+	}
+	if len(sc.Brokers) == 0 {
+		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
+	}
+	for _, v := range []interface{ Validate() error }{rc, dc, sc} {
+		if err := v.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.logFormat != "json" && c.logFormat != "console" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", c.logFormat))
+	}
+	return rc, dc, sc, errors.Join(errs...)
+}

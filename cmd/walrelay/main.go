@@ -1,0 +1,176 @@
+// Command walrelay streams committed outbox inserts from a PostgreSQL
+// logical replication slot to Kafka.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/walrelay/walrelay/replication"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitRuntime  = 1 // a failure while running
+	exitConfig   = 2 // bad flags, or a PostgreSQL/Kafka setup a person must fix
+	exitSlotLost = 3 // the slot was invalidated: events may have been lost
+)
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		return runCmd(args, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "walrelay", version)
+		return exitOK
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "walrelay: unknown command %q\n\n%s", cmd, usage)
+	return exitConfig
+}
+
+var version = "dev"
+
+const usage = `Usage: walrelay [command] [flags]
+
+Commands:
+  run      stream outbox inserts to Kafka (the default)
+  version  print the version
+  help     print this text
+
+Run 'walrelay run -h' for the flags.
+`
+
+func runCmd(args []string, stderr io.Writer) int {
+	var cfg config
+	fs := newFlagSet("run", &cfg)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		return exitConfig
+	}
+	rc, dc, sc, err := cfg.stages()
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v\n", indent(err))
+		return exitConfig
+	}
+	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		return exitConfig
+	}
+	defer log.Sync()
+
+	// The first SIGINT/SIGTERM stops gracefully; a second one, or the
+	// shutdown timeout running out, aborts.
+	ctx, abort := context.WithCancel(context.Background())
+	defer abort()
+	stop := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Info("stopping", zap.String("signal", sig.String()))
+			close(stop)
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-sigs:
+			log.Warn("second signal: aborting")
+		case <-time.After(cfg.shutdownTimeout + 5*time.Second):
+			log.Warn("shutdown timeout passed: aborting")
+		case <-ctx.Done():
+		}
+		abort()
+	}()
+
+	r := &relay{rc: rc, dc: dc, sc: sc, log: log}
+	err = r.run(ctx, stop)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, context.Canceled):
+		return exitOK
+	case errors.Is(err, replication.ErrSlotLost):
+		log.Error("replication slot lost", zap.Error(err))
+		return exitSlotLost
+	case isConfigError(err):
+		log.Error("cannot run: fix the setup and start again", zap.Error(err))
+		return exitConfig
+	}
+	log.Error("stopped on error", zap.Error(err))
+	return exitRuntime
+}
+
+func indent(err error) string {
+	out := ""
+	for _, line := range splitLines(err.Error()) {
+		out += "  - " + line + "\n"
+	}
+	return out
+}
+
+func splitLines(s string) []string {
+	var lines []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			lines = append(lines, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(lines, s[start:])
+}
+
+func parseLevel(s string) (zapcore.Level, error) {
+	var l zapcore.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := parseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.TimeKey = "ts"
+	ec.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	var enc zapcore.Encoder
+	if format == "console" {
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(ec)
+	}
+	core := zapcore.NewCore(enc, zapcore.AddSync(w), lvl)
+	return zap.New(core).Named("walrelay"), nil
+}

@@ -1,0 +1,601 @@
+package decode
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"go.uber.org/zap"
+)
+
+// PostgreSQL type OIDs walrelay maps.
+const (
+	oidBool    = 16
+	oidBytea   = 17
+	oidInt8    = 20
+	oidInt2    = 21
+	oidInt4    = 23
+	oidText    = 25
+	oidJSON    = 114
+	oidBpchar  = 1042
+	oidVarchar = 1043
+	oidUUID    = 2950
+	oidJSONB   = 3802
+)
+
+// Reasons an outbox row cannot become a Kafka record. Event.Err wraps one of
+// them; the sink decides whether such an event halts the relay or is
+// dead-lettered.
+var (
+	ErrMissingColumn   = errors.New("missing column")
+	ErrUnsupportedType = errors.New("unsupported column type")
+	ErrNullID          = errors.New("null id")
+	ErrNullKey         = errors.New("null key")
+	ErrEmptyKey        = errors.New("empty key")
+	ErrInvalidTopic    = errors.New("invalid topic")
+	ErrBadValue        = errors.New("bad column value")
+)
+
+// HeaderColumn adds a Kafka header named Header from column Column.
+type HeaderColumn struct {
+	Column string
+	Header string
+}
+
+// Config says which tables are outboxes and how their columns map to
+// records. The zero value of each field means its default.
+type Config struct {
+	// Tables are the outbox tables, schema-qualified ("public.outbox").
+	// Default: public.outbox.
+	Tables []string
+	// IDColumn is the event id, sent as header "id". Default "id".
+	IDColumn string
+	// KeyColumn is the record key. Default "aggregateid".
+	KeyColumn string
+	// PayloadColumn is the record value. Default "payload".
+	PayloadColumn string
+	// HeaderColumns adds one header per entry. Default none.
+	HeaderColumns []HeaderColumn
+	// Topic is the topic template. Default "outbox.event.${aggregatetype}".
+	Topic string
+	// MaxPartBytes bounds the event bytes of one Tx part; a larger
+	// transaction is handed on in several parts. Default 1 MiB.
+	MaxPartBytes int
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Tables) == 0 {
+		c.Tables = []string{"public.outbox"}
+	}
+	if c.IDColumn == "" {
+		c.IDColumn = "id"
+	}
+	if c.KeyColumn == "" {
+		c.KeyColumn = "aggregateid"
+	}
+	if c.PayloadColumn == "" {
+		c.PayloadColumn = "payload"
+	}
+	if c.Topic == "" {
+		c.Topic = "outbox.event.${aggregatetype}"
+	}
+	if c.MaxPartBytes <= 0 {
+		c.MaxPartBytes = 1 << 20
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	for _, t := range c.Tables {
+		if _, _, err := SplitTable(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := ParseTemplate(c.Topic); err != nil {
+		errs = append(errs, err)
+	}
+	seen := map[string]bool{"id": true}
+	for _, h := range c.HeaderColumns {
+		if h.Column == "" || h.Header == "" {
+			errs = append(errs, fmt.Errorf("header column %q:%q: both the column and the header name are needed (column:header)", h.Column, h.Header))
+		}
+		if seen[h.Header] {
+			errs = append(errs, fmt.Errorf("header %q is given twice (\"id\" is always the event id)", h.Header))
+		}
+		seen[h.Header] = true
+	}
+	return errors.Join(errs...)
+}
+
+// SplitTable splits "schema.table" (or "table", meaning public) into its parts.
+func SplitTable(s string) (schema, table string, err error) {
+	parts := strings.Split(s, ".")
+	switch {
+	case len(parts) == 1 && parts[0] != "":
+		return "public", parts[0], nil
+	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
+		return parts[0], parts[1], nil
+	}
+	return "", "", fmt.Errorf("table %q: want schema.table or table", s)
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Field is one column of a row, kept for events that cannot be mapped.
+type Field struct {
+	Name  string
+	Type  uint32 // type OID
+	Null  bool
+	Value []byte // text form as PostgreSQL sent it
+}
+
+// Event is one outbox row, mapped to a Kafka record.
+type Event struct {
+	Table   string // schema-qualified source table
+	Topic   string
+	Key     []byte
+	Value   []byte // nil for a NULL payload
+	ID      []byte
+	Headers []Header // extra headers, after "id"
+	// Err is set when the row cannot become a record (it wraps one of the
+	// Err* reasons above); Row then holds the row as received.
+	Err error
+	Row []Field
+}
+
+// Size is the record bytes the event puts in flight.
+func (e *Event) Size() int {
+	n := len(e.Topic) + len(e.Key) + len(e.Value) + len(e.ID) + 2
+	for _, h := range e.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// Tx is one committed transaction, or one part of a large one.
+type Tx struct {
+	Xid        uint32
+	CommitLSN  pglogrepl.LSN // the commit record's LSN (BEGIN's final LSN)
+	EndLSN     pglogrepl.LSN // the transaction's end LSN; set on the last part only
+	CommitTime time.Time
+	Events     []Event
+	First      bool // the first part of the transaction
+	Last       bool // the last part: EndLSN is set
+}
+
+// Stats counts what the decoder saw. Read it from the decoding goroutine.
+type Stats struct {
+	Transactions uint64
+	Inserts      uint64 // outbox inserts turned into events
+	Ignored      uint64 // updates, deletes and truncates of outbox tables
+	OtherTables  uint64 // changes to tables that are not outboxes
+}
+
+type relation struct {
+	qualified string
+	outbox    bool
+	columns   []column
+	err       error // the relation cannot be mapped; every insert is a poison event
+
+	idIdx, keyIdx, payloadIdx int
+	payloadBytea              bool
+	headerIdx                 []int
+	topicParts                []templatePart
+	topicCols                 []int
+	topics                    map[string]string // rendered template values → validated topic
+	topicErrs                 map[string]error
+}
+
+// Decoder assembles pgoutput messages into transactions. It is not safe for
+// concurrent use.
+type Decoder struct {
+	cfg       Config
+	tables    map[string]bool
+	template  Template
+	log       *zap.Logger
+	relations map[uint32]*relation
+
+	cur   *Tx
+	begin beginMsg
+	inTx  bool
+	bytes int
+	cols  []tupleCol
+	buf   []byte
+
+	Stats Stats
+}
+
+// New returns a decoder for cfg.
+func New(cfg Config, log *zap.Logger) (*Decoder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	tmpl, _ := ParseTemplate(cfg.Topic)
+	d := &Decoder{
+		cfg:       cfg,
+		tables:    make(map[string]bool),
+		template:  tmpl,
+		log:       log.Named("decode"),
+		relations: make(map[uint32]*relation),
+	}
+	for _, t := range cfg.Tables {
+		s, n, _ := SplitTable(t)
+		d.tables[s+"."+n] = true
+	}
+	return d, nil
+}
+
+// InTx reports whether a transaction has begun and not yet committed.
+func (d *Decoder) InTx() bool { return d.inTx }
+
+// Decode consumes one pgoutput message (the WAL data of one XLogData). It
+// returns a Tx part when one is complete: at every Commit, and inside a
+// transaction whenever its events reach Config.MaxPartBytes. The message
+// buffer must not be reused by the caller: events alias it.
+func (d *Decoder) Decode(msg []byte) (*Tx, error) {
+	if len(msg) == 0 {
+		return nil, errors.New("empty pgoutput message")
+	}
+	switch msg[0] {
+	case 'B':
+		if d.inTx {
+			return nil, fmt.Errorf("begin of xid inside transaction %d: protocol out of sync", d.begin.xid)
+		}
+		b, err := parseBegin(msg)
+		if err != nil {
+			return nil, err
+		}
+		d.begin, d.inTx = b, true
+		d.newPart(true)
+		return nil, nil
+	case 'C':
+		if !d.inTx {
+			return nil, errors.New("commit without begin: protocol out of sync")
+		}
+		c, err := parseCommit(msg)
+		if err != nil {
+			return nil, err
+		}
+		if c.commitLSN != d.begin.finalLSN {
+			return nil, fmt.Errorf("commit at %s does not match begin's final lsn %s: protocol out of sync", c.commitLSN, d.begin.finalLSN)
+		}
+		tx := d.cur
+		tx.EndLSN, tx.Last = c.endLSN, true
+		d.cur, d.inTx = nil, false
+		d.Stats.Transactions++
+		return tx, nil
+	case 'R':
+		r, err := parseRelation(msg)
+		if err != nil {
+			return nil, err
+		}
+		d.relations[r.id] = d.mapRelation(r)
+		return nil, nil
+	case 'I':
+		return d.insert(msg)
+	case 'U', 'D':
+		if !d.inTx {
+			return nil, fmt.Errorf("%c message outside a transaction: protocol out of sync", msg[0])
+		}
+		r := reader{b: msg, off: 1}
+		rel, err := d.relation(r.u32("relation id"), r.err)
+		if err != nil {
+			return nil, err
+		}
+		d.count(rel.outbox)
+		return nil, nil
+	case 'T':
+		r := reader{b: msg, off: 1}
+		n := r.u32("truncate relation count")
+		r.u8("truncate options")
+		for i := uint32(0); i < n && r.err == nil; i++ {
+			rel, err := d.relation(r.u32("truncate relation id"), r.err)
+			if err != nil {
+				return nil, err
+			}
+			d.count(rel.outbox)
+		}
+		return nil, r.err
+	case 'Y', 'O', 'M':
+		// Type, origin and logical decoding messages carry no outbox rows.
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("unexpected pgoutput message type %q (streaming of in-progress transactions is not requested)", msg[0])
+	}
+}
+
+func (d *Decoder) count(outbox bool) {
+	if outbox {
+		d.Stats.Ignored++
+	} else {
+		d.Stats.OtherTables++
+	}
+}
+
+func (d *Decoder) relation(id uint32, err error) (*relation, error) {
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := d.relations[id]
+	if !ok {
+		return nil, fmt.Errorf("change for relation %d before its Relation message: protocol out of sync", id)
+	}
+	return rel, nil
+}
+
+func (d *Decoder) newPart(first bool) {
+	d.cur = &Tx{
+		Xid:        d.begin.xid,
+		CommitLSN:  d.begin.finalLSN,
+		CommitTime: d.begin.commitTime,
+		First:      first,
+	}
+	d.bytes = 0
+}
+
+func (d *Decoder) insert(msg []byte) (*Tx, error) {
+	if !d.inTx {
+		return nil, errors.New("insert outside a transaction: protocol out of sync")
+	}
+	r := reader{b: msg, off: 1}
+	rel, err := d.relation(r.u32("insert relation id"), r.err)
+	if err != nil {
+		return nil, err
+	}
+	if t := r.u8("insert tuple type"); r.err == nil && t != 'N' {
+		return nil, fmt.Errorf("insert tuple type %q, want 'N'", t)
+	}
+	d.cols = parseTuple(&r, d.cols)
+	if r.err != nil {
+		return nil, fmt.Errorf("insert into %s: %w", rel.qualified, r.err)
+	}
+	if !rel.outbox {
+		d.Stats.OtherTables++
+		return nil, nil
+	}
+	d.Stats.Inserts++
+	d.cur.Events = append(d.cur.Events, d.event(rel, d.cols))
+	ev := &d.cur.Events[len(d.cur.Events)-1]
+	d.bytes += ev.Size()
+	if d.bytes < d.cfg.MaxPartBytes {
+		return nil, nil
+	}
+	tx := d.cur
+	d.newPart(false)
+	return tx, nil
+}
+
+// mapRelation resolves the configured column mapping against a relation.
+func (d *Decoder) mapRelation(m relationMsg) *relation {
+	rel := &relation{
+		qualified: m.namespace + "." + m.name,
+		columns:   m.columns,
+		idIdx:     -1, keyIdx: -1, payloadIdx: -1,
+	}
+	rel.outbox = d.tables[rel.qualified]
+	if !rel.outbox {
+		return rel
+	}
+	index := func(name string) int {
+		for i, c := range m.columns {
+			if c.name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	var errs []error
+	need := func(name, flag string, types ...uint32) int {
+		i := index(name)
+		if i < 0 {
+			errs = append(errs, fmt.Errorf("%w: table %s has no column %q (%s)", ErrMissingColumn, rel.qualified, name, flag))
+			return -1
+		}
+		if len(types) > 0 && !oidIn(m.columns[i].typeOID, types) {
+			errs = append(errs, fmt.Errorf("%w: column %s.%s has type oid %d; %s takes %s", ErrUnsupportedType, rel.qualified, name, m.columns[i].typeOID, flag, typeNames(types)))
+		}
+		return i
+	}
+	textual := []uint32{oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2}
+	rel.idIdx = need(d.cfg.IDColumn, "--id-column", textual...)
+	rel.keyIdx = need(d.cfg.KeyColumn, "--key-column", textual...)
+	rel.payloadIdx = need(d.cfg.PayloadColumn, "--payload-column", oidJSONB, oidJSON, oidText, oidVarchar, oidBytea)
+	if rel.payloadIdx >= 0 {
+		rel.payloadBytea = m.columns[rel.payloadIdx].typeOID == oidBytea
+	}
+	for _, h := range d.cfg.HeaderColumns {
+		rel.headerIdx = append(rel.headerIdx, need(h.Column, "--header-columns"))
+	}
+	rel.topicParts = d.template.parts
+	for _, p := range d.template.parts {
+		if p.column != "" {
+			rel.topicCols = append(rel.topicCols, need(p.column, "--topic"))
+		}
+	}
+	rel.topics = make(map[string]string)
+	rel.topicErrs = make(map[string]error)
+	rel.err = errors.Join(errs...)
+	if rel.err != nil {
+		d.log.Warn("outbox table cannot be mapped; its inserts are poison events",
+			zap.String("table", rel.qualified), zap.Error(rel.err))
+	}
+	return rel
+}
+
+func oidIn(oid uint32, set []uint32) bool {
+	for _, o := range set {
+		if o == oid {
+			return true
+		}
+	}
+	return false
+}
+
+var typeName = map[uint32]string{
+	oidBool: "boolean", oidBytea: "bytea", oidInt8: "bigint", oidInt2: "smallint", oidInt4: "integer",
+	oidText: "text", oidJSON: "json", oidBpchar: "char", oidVarchar: "varchar", oidUUID: "uuid", oidJSONB: "jsonb",
+}
+
+func typeNames(set []uint32) string {
+	names := make([]string, len(set))
+	for i, o := range set {
+		names[i] = typeName[o]
+	}
+	return strings.Join(names, ", ")
+}
+
+// event maps one inserted row. Column data aliases the message buffer.
+func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
+	ev := Event{Table: rel.qualified}
+	fail := func(err error) Event {
+		ev.Err = err
+		ev.Row = rowOf(rel, cols)
+		return ev
+	}
+	if rel.err != nil {
+		return fail(rel.err)
+	}
+	if len(cols) != len(rel.columns) {
+		return fail(fmt.Errorf("%w: row has %d columns, relation %s has %d", ErrBadValue, len(cols), rel.qualified, len(rel.columns)))
+	}
+	id := cols[rel.idIdx]
+	if id.kind != kindText {
+		return fail(fmt.Errorf("%w: column %q is %s", ErrNullID, d.cfg.IDColumn, kindName(id.kind)))
+	}
+	ev.ID = id.data
+	key := cols[rel.keyIdx]
+	if key.kind != kindText {
+		return fail(fmt.Errorf("%w: column %q is %s", ErrNullKey, d.cfg.KeyColumn, kindName(key.kind)))
+	}
+	if len(key.data) == 0 {
+		return fail(fmt.Errorf("%w: column %q is an empty string", ErrEmptyKey, d.cfg.KeyColumn))
+	}
+	ev.Key = key.data
+	switch p := cols[rel.payloadIdx]; p.kind {
+	case kindNull:
+		ev.Value = nil
+	case kindText:
+		if rel.payloadBytea {
+			v, err := decodeBytea(p.data)
+			if err != nil {
+				return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err))
+			}
+			ev.Value = v
+		} else {
+			ev.Value = p.data
+		}
+	default:
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.PayloadColumn, kindName(p.kind)))
+	}
+	if len(rel.headerIdx) > 0 {
+		ev.Headers = make([]Header, len(rel.headerIdx))
+		for i, ci := range rel.headerIdx {
+			c := cols[ci]
+			ev.Headers[i].Key = d.cfg.HeaderColumns[i].Header
+			switch {
+			case c.kind == kindText && rel.columns[ci].typeOID == oidBytea:
+				v, err := decodeBytea(c.data)
+				if err != nil {
+					return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.HeaderColumns[i].Column, err))
+				}
+				ev.Headers[i].Value = v
+			case c.kind == kindText:
+				ev.Headers[i].Value = c.data
+			case c.kind == kindNull:
+			default:
+				return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.HeaderColumns[i].Column, kindName(c.kind)))
+			}
+		}
+	}
+	topic, err := d.topic(rel, cols)
+	if err != nil {
+		return fail(err)
+	}
+	ev.Topic = topic
+	return ev
+}
+
+// topic renders the template for a row, caching the result per value.
+func (d *Decoder) topic(rel *relation, cols []tupleCol) (string, error) {
+	buf := d.buf[:0]
+	ci := 0
+	for _, p := range rel.topicParts {
+		if p.column == "" {
+			buf = append(buf, p.lit...)
+			continue
+		}
+		c := cols[rel.topicCols[ci]]
+		ci++
+		if c.kind != kindText {
+			return "", fmt.Errorf("%w: topic column %q is %s", ErrInvalidTopic, p.column, kindName(c.kind))
+		}
+		buf = append(buf, c.data...)
+	}
+	d.buf = buf
+	if t, ok := rel.topics[string(buf)]; ok { // no allocation for the lookup
+		return t, nil
+	}
+	if err, ok := rel.topicErrs[string(buf)]; ok {
+		return "", err
+	}
+	name := string(buf)
+	if err := ValidTopic(name); err != nil {
+		err = fmt.Errorf("%w: template %q gives %w", ErrInvalidTopic, d.template.String(), err)
+		if len(rel.topicErrs) < 1024 {
+			rel.topicErrs[name] = err
+		}
+		return "", err
+	}
+	if len(rel.topics) < 65536 {
+		rel.topics[name] = name
+	}
+	return name, nil
+}
+
+func kindName(k byte) string {
+	switch k {
+	case kindNull:
+		return "NULL"
+	case kindUnchanged:
+		return "an unchanged TOAST value (not sent)"
+	case kindBinary:
+		return "in binary format"
+	}
+	return "text"
+}
+
+// decodeBytea decodes PostgreSQL's hex output format (\x...).
+func decodeBytea(b []byte) ([]byte, error) {
+	if len(b) < 2 || b[0] != '\\' || b[1] != 'x' {
+		return nil, errors.New("bytea value is not in hex format (bytea_output = 'hex' is required)")
+	}
+	out := make([]byte, hex.DecodedLen(len(b)-2))
+	if _, err := hex.Decode(out, b[2:]); err != nil {
+		return nil, fmt.Errorf("bytea value: %w", err)
+	}
+	return out, nil
+}
+
+func rowOf(rel *relation, cols []tupleCol) []Field {
+	row := make([]Field, len(cols))
+	for i, c := range cols {
+		if i < len(rel.columns) {
+			row[i].Name = rel.columns[i].name
+			row[i].Type = rel.columns[i].typeOID
+		}
+		row[i].Null = c.kind == kindNull
+		row[i].Value = c.data
+	}
+	return row
+}

@@ -1,0 +1,11 @@
+// Package decode turns pgoutput (protocol version 1) messages into outbox
+// events grouped by transaction.
+//
+// Input: the WAL data of each XLogData message, in stream order.
+// Output: Tx values in commit order; a transaction larger than
+// Config.MaxPartBytes is handed on in several parts, the last one carrying
+// its end LSN.
+// Invariant: every event of a transaction is emitted before its last part,
+// and nothing is emitted for a change that is not an insert into an outbox
+// table. The package does no I/O and keeps no connection.
+package decode

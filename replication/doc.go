@@ -1,0 +1,9 @@
+// Package replication owns the one replication connection to PostgreSQL.
+//
+// Input: a pgoutput slot and publication (checked, or created, by Prepare)
+// and the position the checkpoint may confirm. Output: the WAL data of every
+// XLogData message, in stream order, on a bounded channel.
+// Invariant: the flush position sent to PostgreSQL never decreases and is
+// only ever the checkpoint watermark, or the keepalive WAL end while nothing
+// handed downstream is unacknowledged and no transaction is half received.
+package replication

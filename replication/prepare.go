@@ -1,0 +1,313 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+)
+
+// Config names the slot and publication to stream. Zero values mean the
+// defaults named.
+type Config struct {
+	// ConnString is the PostgreSQL connection string (URL or key=value); the
+	// replication connection is derived from it.
+	ConnString string
+	// Slot is the logical replication slot (pgoutput). Default "walrelay".
+	Slot string
+	// Publication is the publication streamed. Default "walrelay".
+	Publication string
+	// Tables are the outbox tables the publication must contain, schema
+	// qualified. Default public.outbox.
+	Tables []string
+	// Create creates a missing publication and slot. Without it their
+	// absence is an error.
+	Create bool
+	// StatusInterval is the longest time between two status updates.
+	// Default 10s; it must stay well below the server's wal_sender_timeout.
+	StatusInterval time.Duration
+	// ShutdownTimeout bounds a graceful stop. Default 30s.
+	ShutdownTimeout time.Duration
+}
+
+var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func (c Config) withDefaults() Config {
+	if c.Slot == "" {
+		c.Slot = "walrelay"
+	}
+	if c.Publication == "" {
+		c.Publication = "walrelay"
+	}
+	if len(c.Tables) == 0 {
+		c.Tables = []string{"public.outbox"}
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = 10 * time.Second
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.ConnString == "" {
+		errs = append(errs, errors.New("no PostgreSQL connection string: set --pg-url or WALRELAY_PG_URL"))
+	} else if _, err := pgconn.ParseConfig(c.ConnString); err != nil {
+		errs = append(errs, fmt.Errorf("PostgreSQL connection string: %s", redactErr(err)))
+	}
+	if !nameRE.MatchString(c.Slot) {
+		errs = append(errs, fmt.Errorf("slot %q: use 1-63 lower-case letters, digits and underscores, not starting with a digit", c.Slot))
+	}
+	if !nameRE.MatchString(c.Publication) {
+		errs = append(errs, fmt.Errorf("publication %q: use 1-63 lower-case letters, digits and underscores, not starting with a digit", c.Publication))
+	}
+	if c.StatusInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("status interval %s: want at least 100ms", c.StatusInterval))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout %s: want zero or more", c.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// redactErr renders a connection-string parse error without the string
+// itself, which may hold a password.
+func redactErr(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) && pe.Unwrap() != nil {
+		return pe.Unwrap().Error()
+	}
+	if errors.As(err, &pe) {
+		return "cannot parse"
+	}
+	return err.Error()
+}
+
+// ErrSetup is wrapped by errors that a person must fix in PostgreSQL's
+// setup or walrelay's flags; retrying does not help.
+var ErrSetup = errors.New("setup")
+
+// ErrSlotLost is wrapped when the slot was invalidated (wal_status lost):
+// the WAL it needed is gone and events may have been lost.
+var ErrSlotLost = errors.New("replication slot lost")
+
+// ErrSlotInUse is wrapped when another process streams the slot.
+var ErrSlotInUse = errors.New("replication slot in use")
+
+type setupError struct{ msg string }
+
+func (e *setupError) Error() string        { return e.msg }
+func (e *setupError) Is(target error) bool { return target == ErrSetup }
+
+func setupErrorf(format string, args ...any) error {
+	return &setupError{msg: fmt.Sprintf(format, args...)}
+}
+
+// SlotState is what Prepare found.
+type SlotState struct {
+	// ConfirmedFlush is the slot's confirmed_flush_lsn: where streaming
+	// starts and the watermark begins.
+	ConfirmedFlush pglogrepl.LSN
+	WALStatus      string
+	Created        bool
+	// WALSenderTimeout is the server's wal_sender_timeout (0: disabled).
+	WALSenderTimeout time.Duration
+}
+
+// Prepare checks the server, the publication and the slot, creating the
+// latter two when cfg.Create allows.
+func Prepare(ctx context.Context, cfg Config, log *zap.Logger) (SlotState, error) {
+	cfg = cfg.withDefaults()
+	log = log.Named("replication")
+	conn, err := pgx.Connect(ctx, cfg.ConnString)
+	if err != nil {
+		return SlotState{}, fmt.Errorf("connect to postgresql: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	var st SlotState
+	var walLevel, senderTimeout string
+	var canReplicate bool
+	var user, db string
+	err = conn.QueryRow(ctx, `SELECT current_setting('wal_level'), current_setting('wal_sender_timeout'),
+		r.rolreplication OR r.rolsuper, current_user, current_database()
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&walLevel, &senderTimeout, &canReplicate, &user, &db)
+	if err != nil {
+		return st, fmt.Errorf("read server settings: %w", err)
+	}
+	if walLevel != "logical" {
+		return st, setupErrorf("wal_level is %q; logical decoding needs wal_level = logical: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL", walLevel)
+	}
+	if !canReplicate {
+		return st, setupErrorf("role %q lacks the REPLICATION attribute: run ALTER ROLE %s WITH REPLICATION; as a superuser", user, pgx.Identifier{user}.Sanitize())
+	}
+	st.WALSenderTimeout = parsePGDuration(senderTimeout)
+	if st.WALSenderTimeout > 0 && cfg.StatusInterval >= st.WALSenderTimeout/2 {
+		return st, setupErrorf("status interval %s is not below half of the server's wal_sender_timeout (%s): lower --status-interval", cfg.StatusInterval, st.WALSenderTimeout)
+	}
+
+	var missing []string
+	for _, t := range cfg.Tables {
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, quoteTable(t)).Scan(&ok); err != nil {
+			return st, fmt.Errorf("look up table %s: %w", t, err)
+		}
+		if !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return st, setupErrorf("outbox table %s does not exist in database %q: create it (see the README's outbox table) or fix --table", strings.Join(missing, ", "), db)
+	}
+
+	if err := preparePublication(ctx, conn, cfg, log); err != nil {
+		return st, err
+	}
+	return prepareSlot(ctx, conn, cfg, db, st, log)
+}
+
+func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *zap.Logger) error {
+	var pubInsert bool
+	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, cfg.Publication).Scan(&pubInsert)
+	if errors.Is(err, pgx.ErrNoRows) {
+		quoted := make([]string, len(cfg.Tables))
+		for i, t := range cfg.Tables {
+			quoted[i] = quoteTable(t)
+		}
+		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
+			pgx.Identifier{cfg.Publication}.Sanitize(), strings.Join(quoted, ", "))
+		if !cfg.Create {
+			return setupErrorf("publication %q does not exist: run %s; or start with --create", cfg.Publication, sql)
+		}
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object: created concurrently
+				return preparePublication(ctx, conn, cfg, log)
+			}
+			if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+				return setupErrorf("create publication %q: %s: the table owner or a superuser must run %s;", cfg.Publication, pgErr.Message, sql)
+			}
+			return fmt.Errorf("create publication: %w", err)
+		}
+		log.Info("created publication", zap.String("publication", cfg.Publication), zap.Strings("tables", cfg.Tables))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up publication: %w", err)
+	}
+	if !pubInsert {
+		return setupErrorf("publication %q does not publish inserts: run ALTER PUBLICATION %s SET (publish = 'insert');", cfg.Publication, pgx.Identifier{cfg.Publication}.Sanitize())
+	}
+	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication)
+	if err != nil {
+		return fmt.Errorf("list publication tables: %w", err)
+	}
+	in, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list publication tables: %w", err)
+	}
+	for _, t := range cfg.Tables {
+		s, n := splitTable(t)
+		found := false
+		for _, p := range in {
+			found = found || p == s+"."+n
+		}
+		if !found {
+			return setupErrorf("publication %q does not include table %s: run ALTER PUBLICATION %s ADD TABLE %s;", cfg.Publication, t, pgx.Identifier{cfg.Publication}.Sanitize(), quoteTable(t))
+		}
+	}
+	return nil
+}
+
+func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st SlotState, log *zap.Logger) (SlotState, error) {
+	var plugin, slotType, slotDB, walStatus *string
+	var confirmed *pglogrepl.LSN
+	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text
+		FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).Scan(&plugin, &slotType, &slotDB, &walStatus, &confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if !cfg.Create {
+			return st, setupErrorf("replication slot %q does not exist: run SELECT pg_create_logical_replication_slot('%s', 'pgoutput'); or start with --create", cfg.Slot, cfg.Slot)
+		}
+		var lsn pglogrepl.LSN
+		err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, cfg.Slot).Scan(&lsn)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created concurrently
+				return prepareSlot(ctx, conn, cfg, db, st, log)
+			}
+			return st, fmt.Errorf("create replication slot: %w", err)
+		}
+		log.Info("created replication slot", zap.String("slot", cfg.Slot), zap.Stringer("lsn", lsn))
+		st.ConfirmedFlush, st.Created, st.WALStatus = lsn, true, "reserved"
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("look up replication slot: %w", err)
+	}
+	if deref(slotType) != "logical" || deref(plugin) != "pgoutput" {
+		return st, setupErrorf("replication slot %q uses %s plugin %q, walrelay needs a logical pgoutput slot: drop it (SELECT pg_drop_replication_slot('%s');) or choose another --slot",
+			cfg.Slot, deref(slotType), deref(plugin), cfg.Slot)
+	}
+	if deref(slotDB) != db {
+		return st, setupErrorf("replication slot %q belongs to database %q, not %q: connect to that database or choose another --slot", cfg.Slot, deref(slotDB), db)
+	}
+	st.WALStatus = deref(walStatus)
+	if st.WALStatus == "lost" || confirmed == nil {
+		return st, fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; see the README's \"Slot lost\" section to re-create it", ErrSlotLost, cfg.Slot, st.WALStatus)
+	}
+	st.ConfirmedFlush = *confirmed
+	return st, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func splitTable(t string) (schema, table string) {
+	if i := strings.IndexByte(t, '.'); i >= 0 {
+		return t[:i], t[i+1:]
+	}
+	return "public", t
+}
+
+func quoteTable(t string) string {
+	s, n := splitTable(t)
+	return pgx.Identifier{s, n}.Sanitize()
+}
+
+// parsePGDuration reads a duration setting as current_setting shows it
+// ("60s", "1min", "500ms", "0").
+func parsePGDuration(s string) time.Duration {
+	units := []struct {
+		suffix string
+		unit   time.Duration
+	}{{"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}, {"h", time.Hour}, {"d", 24 * time.Hour}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			var v int64
+			if _, err := fmt.Sscan(n, &v); err == nil {
+				return time.Duration(v) * u.unit
+			}
+		}
+	}
+	var v int64
+	if _, err := fmt.Sscan(s, &v); err == nil {
+		return time.Duration(v) * time.Millisecond
+	}
+	return 0
+}

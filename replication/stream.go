@@ -1,0 +1,349 @@
+package replication
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+)
+
+// Message is the WAL data of one XLogData message. Data is a copy the
+// receiver owns.
+type Message struct {
+	WALStart pglogrepl.LSN
+	Data     []byte
+}
+
+// Confirmer says which position may be confirmed: everything up to it is
+// acknowledged by Kafka. checkpoint.Tracker satisfies it.
+type Confirmer interface {
+	Watermark() pglogrepl.LSN
+}
+
+// Stream streams one slot over one connection. Its positions may be read
+// from any goroutine.
+type Stream struct {
+	cfg  Config
+	conf Confirmer
+	log  *zap.Logger
+
+	received  atomic.Uint64 // WAL start of the last XLogData received
+	confirmed atomic.Uint64 // last flush position sent
+	walEnd    atomic.Uint64 // server WAL end of the last keepalive
+}
+
+// New returns a stream; Run connects.
+func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
+	return &Stream{cfg: cfg.withDefaults(), conf: conf, log: log.Named("replication")}
+}
+
+// Received, Confirmed and ServerWALEnd report positions for metrics.
+func (s *Stream) Received() pglogrepl.LSN     { return pglogrepl.LSN(s.received.Load()) }
+func (s *Stream) Confirmed() pglogrepl.LSN    { return pglogrepl.LSN(s.confirmed.Load()) }
+func (s *Stream) ServerWALEnd() pglogrepl.LSN { return pglogrepl.LSN(s.walEnd.Load()) }
+
+// session is the state of one replication connection, owned by Run's goroutine.
+type session struct {
+	conn      *pgconn.PgConn
+	netConn   net.Conn
+	confirmed pglogrepl.LSN // last flush position sent
+	// handedEnd is the end LSN of the last Commit handed downstream; inTx is
+	// true between a Begin and its Commit. Together with the watermark they
+	// say whether anything handed on is still unacknowledged.
+	handedEnd pglogrepl.LSN
+	inTx      bool
+}
+
+// Run streams from start (the slot's confirmed_flush_lsn) into out until ctx
+// is cancelled (abort: returns ctx.Err()) or stop is closed (graceful: the
+// transaction being received is finished, out is closed, and Run waits for
+// drained before it sends the final status update and returns nil).
+func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.LSN, out chan<- Message, drained <-chan struct{}) error {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+
+	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
+		// N.B. protocol 1: whole transactions after their commit, never
+		// in-progress ones.
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.cfg.Publication + "'"},
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
+			return fmt.Errorf("%w: %s", ErrSlotInUse, pgErr.Message)
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object
+			return setupErrorf("start replication: %s", pgErr.Message)
+		}
+		return fmt.Errorf("start replication: %w", err)
+	}
+	// N.B. the start position is the slot's confirmed_flush_lsn, and so is
+	// the first position this session may confirm: never zero, never the
+	// server's current WAL position.
+	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, handedEnd: start}
+	s.confirmed.Store(uint64(start))
+	s.log.Info("streaming", zap.String("slot", s.cfg.Slot), zap.String("publication", s.cfg.Publication), zap.Stringer("lsn", start))
+
+	stopCtx, stopCancel := context.WithCancel(ctx)
+	defer stopCancel()
+	go func() {
+		select {
+		case <-stop:
+			stopCancel()
+		case <-stopCtx.Done():
+		}
+	}()
+	// Wake a blocked read when asked to stop or abort.
+	wake := func() { ss.netConn.SetReadDeadline(time.Now()) }
+	defer context.AfterFunc(stopCtx, wake)()
+	defer context.AfterFunc(ctx, wake)()
+
+	err = s.receive(ctx, stopCtx, ss, out)
+	if err != nil {
+		s.finalStatus(ss, false)
+		return err
+	}
+	// Graceful stop: the transaction being received is complete downstream.
+	close(out)
+	s.log.Info("stopping: waiting for outstanding acknowledgements", zap.Duration("timeout", s.cfg.ShutdownTimeout))
+	tick := time.NewTicker(s.cfg.StatusInterval)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-drained:
+			break wait
+		case <-ctx.Done():
+			s.finalStatus(ss, false)
+			return ctx.Err()
+		case <-tick.C:
+			if err := s.sendStatus(ss); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.finalStatus(ss, true); err != nil {
+		// The update was sent; only the server's receipt is unconfirmed.
+		s.log.Warn("final status update", zap.Error(err))
+	}
+	return nil
+}
+
+func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(s.cfg.ConnString)
+	if err != nil {
+		return nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
+	}
+	pc.RuntimeParams["replication"] = "database"
+	if pc.RuntimeParams["application_name"] == "" {
+		pc.RuntimeParams["application_name"] = "walrelay"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect for replication: %w", err)
+	}
+	return conn, nil
+}
+
+// receive reads the stream until ctx is cancelled (error) or stopCtx is
+// done and no transaction is half received (nil).
+func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- Message) error {
+	interval := s.cfg.StatusInterval
+	nextStatus := time.Now().Add(interval)
+	var stopBy time.Time
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if stopBy.IsZero() && stopCtx.Err() != nil {
+			stopBy = time.Now().Add(s.cfg.ShutdownTimeout)
+			if ss.inTx {
+				s.log.Info("stopping: finishing the transaction being received")
+			}
+		}
+		if !stopBy.IsZero() && (!ss.inTx || time.Now().After(stopBy)) {
+			return nil
+		}
+		if now := time.Now(); !now.Before(nextStatus) {
+			if err := s.sendStatus(ss); err != nil {
+				return err
+			}
+			nextStatus = now.Add(interval)
+		}
+		ss.netConn.SetReadDeadline(nextStatus)
+		// Re-check after arming the deadline: a wake-up that fired before it
+		// was overwritten is seen here.
+		if ctx.Err() != nil || (stopBy.IsZero() && stopCtx.Err() != nil) {
+			continue
+		}
+		msg, err := ss.conn.ReceiveMessage(context.Background())
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				return errors.New("receive: empty CopyData")
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse keepalive: %w", err)
+				}
+				s.walEnd.Store(uint64(pkm.ServerWALEnd))
+				// N.B. the keepalive's WAL end may be confirmed only when
+				// nothing handed downstream is unacknowledged and no
+				// transaction is half received: every commit before it was
+				// sent before this keepalive and is acknowledged, so an idle
+				// outbox on a busy database does not pin WAL.
+				idle := !ss.inTx && s.conf.Watermark() == ss.handedEnd
+				if pkm.ReplyRequested || (idle && pkm.ServerWALEnd > ss.confirmed) {
+					if err := s.sendStatusAt(ss, pkm.ServerWALEnd, idle); err != nil {
+						return err
+					}
+					nextStatus = time.Now().Add(interval)
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse xlogdata: %w", err)
+				}
+				if len(xld.WALData) == 0 {
+					continue
+				}
+				// pgconn reuses its buffer: copy what goes downstream.
+				data := make([]byte, len(xld.WALData))
+				copy(data, xld.WALData)
+				m := Message{WALStart: xld.WALStart, Data: data}
+				if err := s.hand(ctx, ss, out, m, timer, &nextStatus); err != nil {
+					return err
+				}
+				s.received.Store(uint64(xld.WALStart))
+				switch data[0] {
+				case 'B':
+					ss.inTx = true
+				case 'C':
+					ss.inTx = false
+					if end, ok := commitEnd(data); ok {
+						ss.handedEnd = end
+					}
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return errors.New("replication stream: server ended the stream")
+		}
+	}
+}
+
+// hand sends m downstream. While the buffer is full it keeps sending status
+// updates, so a slow Kafka never lets wal_sender_timeout expire.
+func (s *Stream) hand(ctx context.Context, ss *session, out chan<- Message, m Message, timer *time.Timer, nextStatus *time.Time) error {
+	select {
+	case out <- m:
+		return nil
+	default:
+	}
+	for {
+		timer.Reset(time.Until(*nextStatus))
+		select {
+		case out <- m:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			if err := s.sendStatus(ss); err != nil {
+				return err
+			}
+			*nextStatus = time.Now().Add(s.cfg.StatusInterval)
+		}
+	}
+}
+
+func commitEnd(b []byte) (pglogrepl.LSN, bool) {
+	// Commit: 'C', flags(1), commit lsn(8), end lsn(8), time(8).
+	if len(b) < 26 {
+		return 0, false
+	}
+	return pglogrepl.LSN(binary.BigEndian.Uint64(b[10:])), true
+}
+
+func (s *Stream) sendStatus(ss *session) error {
+	return s.sendStatusAt(ss, 0, false)
+}
+
+// sendStatusAt sends a status update confirming the watermark, or walEnd
+// when idle says the keepalive position may be confirmed.
+func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle bool) error {
+	pos := s.conf.Watermark()
+	if idle && walEnd > pos {
+		pos = walEnd
+	}
+	// N.B. never move backwards: PostgreSQL before 17 would accept a lower
+	// confirmed_flush_lsn.
+	if pos < ss.confirmed {
+		pos = ss.confirmed
+	}
+	// N.B. write, flush and apply are all set: pglogrepl copies write into
+	// a zero flush, which would confirm unacknowledged data.
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), ss.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos,
+		WALFlushPosition: pos,
+		WALApplyPosition: pos,
+		ClientTime:       time.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("send status update: %w", err)
+	}
+	if pos != ss.confirmed && s.log.Core().Enabled(zap.DebugLevel) {
+		s.log.Debug("confirmed", zap.Stringer("lsn", pos), zap.Bool("idle", idle))
+	}
+	ss.confirmed = pos
+	s.confirmed.Store(uint64(pos))
+	return nil
+}
+
+// finalStatus sends the last status update. With graceful, it also ends the
+// copy stream so that the server has read the update before the connection
+// closes.
+func (s *Stream) finalStatus(ss *session, graceful bool) error {
+	if ss.conn.IsClosed() {
+		return nil
+	}
+	ss.netConn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	err := s.sendStatus(ss)
+	if err == nil && graceful {
+		ss.netConn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = pglogrepl.SendStandbyCopyDone(context.Background(), ss.conn)
+		if err != nil {
+			err = fmt.Errorf("end replication stream: %w", err)
+		}
+	}
+	if graceful && err == nil {
+		s.log.Info("stopped", zap.String("slot", s.cfg.Slot), zap.Stringer("lsn", ss.confirmed))
+	}
+	return err
+}

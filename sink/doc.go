@@ -1,0 +1,10 @@
+// Package sink produces outbox events to Kafka with franz-go.
+//
+// Input: decode.Tx parts in commit order. Output: one Kafka record per event
+// (topic, key, value, headers "id" and extras, commit-time timestamp, murmur2
+// key partitioning) and one checkpoint acknowledgement per record that Kafka
+// has acknowledged.
+// Invariant: the sink never confirms an LSN itself and never swallows a
+// failed record: the first record that finally fails is reported on Err and
+// nothing after it is acknowledged to the checkpoint in its place.
+package sink

@@ -1,0 +1,373 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/decode"
+)
+
+// Config configures the Kafka producer. Zero values mean the defaults named.
+type Config struct {
+	// Brokers are the seed brokers, host:port. Default localhost:9092.
+	Brokers []string
+	// ClientID is sent to Kafka. Default "walrelay".
+	ClientID string
+	// Compression is none, gzip, snappy, lz4 or zstd. Default lz4: outbox
+	// payloads are JSON, which lz4 shrinks by about half for a few percent
+	// of one core, and every Kafka consumer since 0.8.2 reads it.
+	Compression string
+	// DeliveryTimeout bounds how long a record may be retried before it
+	// finally fails (Java's delivery.timeout.ms). Default 2m.
+	DeliveryTimeout time.Duration
+	// MaxInflightBytes bounds the record bytes buffered or in flight;
+	// producing blocks when it is reached. Default 64 MiB.
+	MaxInflightBytes int
+	// MaxMessageBytes is the largest record batch sent (the broker's
+	// message.max.bytes). A larger record fails. Default 1048588, Kafka's
+	// broker default.
+	MaxMessageBytes int32
+	// Linger is how long a partition waits for more records before sending.
+	// Default 0: send as soon as a request can be built.
+	Linger time.Duration
+	// CreateTopics creates a missing topic before the first record goes to
+	// it. Without it a missing topic is an error. Default (zero value) false;
+	// the command line's default is true.
+	CreateTopics bool
+	// TopicPartitions is the partition count of created topics. Default 6.
+	TopicPartitions int32
+	// TopicReplicationFactor is the replication factor of created topics.
+	// Default -1: the broker's default.replication.factor.
+	TopicReplicationFactor int16
+	// Opts are extra client options (TLS, SASL), applied last.
+	Opts []kgo.Opt
+}
+
+var compressions = map[string]kgo.CompressionCodec{
+	"none":   kgo.NoCompression(),
+	"gzip":   kgo.GzipCompression(),
+	"snappy": kgo.SnappyCompression(),
+	"lz4":    kgo.Lz4Compression(),
+	"zstd":   kgo.ZstdCompression(),
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Brokers) == 0 {
+		c.Brokers = []string{"localhost:9092"}
+	}
+	if c.ClientID == "" {
+		c.ClientID = "walrelay"
+	}
+	if c.Compression == "" {
+		c.Compression = "lz4"
+	}
+	if c.DeliveryTimeout == 0 {
+		c.DeliveryTimeout = 2 * time.Minute
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = 64 << 20
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 1048588
+	}
+	if c.TopicPartitions == 0 {
+		c.TopicPartitions = 6
+	}
+	if c.TopicReplicationFactor == 0 {
+		c.TopicReplicationFactor = -1
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	for _, b := range c.Brokers {
+		if b == "" || !strings.Contains(b, ":") {
+			errs = append(errs, fmt.Errorf("broker %q: want host:port", b))
+		}
+	}
+	if _, ok := compressions[c.Compression]; !ok {
+		errs = append(errs, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression))
+	}
+	if c.DeliveryTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("delivery timeout %s: want at least 1s", c.DeliveryTimeout))
+	}
+	if c.MaxMessageBytes < 1024 {
+		errs = append(errs, fmt.Errorf("max message bytes %d: want at least 1024", c.MaxMessageBytes))
+	}
+	if c.MaxInflightBytes < int(c.MaxMessageBytes) {
+		errs = append(errs, fmt.Errorf("max in-flight bytes %d is below max message bytes %d: raise it so one record fits", c.MaxInflightBytes, c.MaxMessageBytes))
+	}
+	if c.TopicPartitions < 1 {
+		errs = append(errs, fmt.Errorf("topic partitions %d: want at least 1", c.TopicPartitions))
+	}
+	if c.TopicReplicationFactor < -1 || c.TopicReplicationFactor == 0 {
+		errs = append(errs, fmt.Errorf("topic replication factor %d: want -1 (broker default) or at least 1", c.TopicReplicationFactor))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrTopicMissing is wrapped when a topic does not exist and CreateTopics is off.
+var ErrTopicMissing = errors.New("topic does not exist")
+
+// ErrPoison is wrapped when an event cannot become a record and the relay
+// must halt on it.
+var ErrPoison = errors.New("poison event")
+
+// Sink produces events. Produce is called from one goroutine.
+type Sink struct {
+	cfg    Config
+	log    *zap.Logger
+	cl     *kgo.Client
+	adm    *kadm.Client
+	tr     *checkpoint.Tracker
+	known  map[string]bool
+	cur    *checkpoint.Tx
+	failed chan struct{}
+
+	errOnce sync.Once
+	err     error
+}
+
+// New builds a client; it does not connect until Ping or Produce.
+func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	log = log.Named("sink")
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.WithLogger(zapLogger{log.Named("kgo")}),
+		// N.B. acks from all in-sync replicas and idempotent writes (the
+		// franz-go default, never disabled here): a retried batch is written
+		// once and in order.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// N.B. retries are bounded only by the delivery timeout; stop rather
+		// than go on when the broker reports lost acknowledged data.
+		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		kgo.StopProducerOnDataLossDetected(),
+		// The topic was checked or created before its first record; a
+		// transiently unknown topic is retried within the delivery timeout.
+		kgo.UnknownTopicRetries(-1),
+		// N.B. Kafka's murmur2 key hashing, so a Java producer picks the same
+		// partition for the same aggregate id.
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerBatchCompression(compressions[cfg.Compression]),
+		kgo.ProducerBatchMaxBytes(cfg.MaxMessageBytes),
+		kgo.MaxBufferedBytes(cfg.MaxInflightBytes),
+		kgo.MaxBufferedRecords(1 << 30), // bounded by bytes instead
+		kgo.ProducerLinger(cfg.Linger),
+	}
+	opts = append(opts, cfg.Opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return &Sink{
+		cfg:    cfg,
+		log:    log,
+		cl:     cl,
+		adm:    kadm.NewClient(cl),
+		tr:     tr,
+		known:  make(map[string]bool),
+		failed: make(chan struct{}),
+	}, nil
+}
+
+// Ping checks that a broker answers.
+func (s *Sink) Ping(ctx context.Context) error {
+	if err := s.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("reach kafka at %s: %w", strings.Join(s.cfg.Brokers, ","), err)
+	}
+	return nil
+}
+
+// Failed is closed when a record has finally failed; Err then says why.
+func (s *Sink) Failed() <-chan struct{} { return s.failed }
+
+// Err returns the first failure, or nil.
+func (s *Sink) Err() error {
+	select {
+	case <-s.failed:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+func (s *Sink) fail(err error) {
+	s.errOnce.Do(func() {
+		s.err = err
+		close(s.failed)
+	})
+}
+
+// Produce hands one Tx part to Kafka asynchronously. It blocks only while
+// MaxInflightBytes are buffered. A part whose events include a poison event
+// halts: its earlier events are produced, nothing from the poison event on.
+func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	if tx.First {
+		s.cur = s.tr.Begin(tx.CommitLSN)
+	}
+	if s.cur == nil {
+		return fmt.Errorf("transaction %d part without its first part", tx.Xid)
+	}
+	if err := s.ensureTopics(ctx, tx.Events); err != nil {
+		return err
+	}
+	if n := len(tx.Events); n > 0 {
+		extra := len(tx.Events[0].Headers) + 1
+		recs := make([]kgo.Record, n)
+		hdrs := make([]kgo.RecordHeader, 0, n*extra)
+		a := &txAcks{s: s, x: s.cur}
+		promise := a.done
+		for i := range tx.Events {
+			ev := &tx.Events[i]
+			if ev.Err != nil {
+				return fmt.Errorf("%w: table %s, xid %d, commit lsn %s, id %q: %w", ErrPoison, ev.Table, tx.Xid, tx.CommitLSN, ev.ID, ev.Err)
+			}
+			start := len(hdrs)
+			hdrs = append(hdrs, kgo.RecordHeader{Key: "id", Value: ev.ID})
+			for _, h := range ev.Headers {
+				hdrs = append(hdrs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			r := &recs[i]
+			r.Topic = ev.Topic
+			r.Key = ev.Key
+			r.Value = ev.Value
+			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
+			r.Timestamp = tx.CommitTime
+			s.cur.Add(1)
+			s.cl.Produce(ctx, r, promise)
+		}
+	}
+	if tx.Last {
+		s.cur.Close(tx.EndLSN)
+		s.cur = nil
+	}
+	return nil
+}
+
+type txAcks struct {
+	s *Sink
+	x *checkpoint.Tx
+}
+
+func (a *txAcks) done(r *kgo.Record, err error) {
+	if err != nil {
+		// N.B. no Ack: the watermark stays below this transaction, and the
+		// relay restarts from it.
+		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err))
+		return
+	}
+	a.x.Ack()
+}
+
+// ensureTopics checks each topic not yet seen, creating it if allowed.
+func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) error {
+	var missing []string
+	for i := range events {
+		t := events[i].Topic
+		if t == "" || s.known[t] {
+			continue
+		}
+		dup := false
+		for _, m := range missing {
+			dup = dup || m == t
+		}
+		if !dup {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	details, err := s.adm.ListTopics(ctx, missing...)
+	if err != nil {
+		return fmt.Errorf("list topics: %w", err)
+	}
+	for _, t := range missing {
+		d, ok := details[t]
+		if ok && d.Err == nil {
+			s.known[t] = true
+			continue
+		}
+		if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("describe topic %s: %w", t, d.Err)
+		}
+		if !s.cfg.CreateTopics {
+			return fmt.Errorf("%w: %s (create it, or run with --create-topics)", ErrTopicMissing, t)
+		}
+		resp, err := s.adm.CreateTopic(ctx, s.cfg.TopicPartitions, s.cfg.TopicReplicationFactor, nil, t)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", t, errors.Join(err, errIf(resp.ErrMessage)))
+		}
+		s.log.Info("created topic", zap.String("topic", t),
+			zap.Int32("partitions", s.cfg.TopicPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
+		s.known[t] = true
+	}
+	return nil
+}
+
+func errIf(msg string) error {
+	if msg == "" {
+		return nil
+	}
+	return errors.New(msg)
+}
+
+// Flush waits until every produced record is acknowledged or failed.
+func (s *Sink) Flush(ctx context.Context) error {
+	if err := s.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return s.Err()
+}
+
+// Close discards the client. Records not yet acknowledged are failed; call
+// Flush first to wait for them.
+func (s *Sink) Close() { s.cl.Close() }
+
+// zapLogger adapts zap to franz-go's logger.
+type zapLogger struct{ l *zap.Logger }
+
+func (z zapLogger) Level() kgo.LogLevel {
+	// franz-go's info lines (connections, metadata) go to debug.
+	if z.l.Core().Enabled(zap.DebugLevel) {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelWarn
+}
+
+func (z zapLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	fields := make([]zap.Field, 0, len(keyvals)/2)
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		k, _ := keyvals[i].(string)
+		fields = append(fields, zap.Any(k, keyvals[i+1]))
+	}
+	switch level {
+	case kgo.LogLevelError:
+		z.l.Error(msg, fields...)
+	case kgo.LogLevelWarn:
+		z.l.Warn(msg, fields...)
+	default:
+		z.l.Debug(msg, fields...)
+	}
+}
