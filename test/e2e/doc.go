@@ -1,0 +1,7 @@
+// Package e2e proves walrelay's guarantees end to end: the real walrelay
+// binary between the test bed's real PostgreSQL and real Kafka, with a real
+// consumer reading every record back.
+//
+// Tests that stop or restart the servers, or that measure the slot's lag,
+// call testbed.Disrupt and do not run in parallel; the others do.
+package e2e

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/test/testbed"
+)
+
+// TestCommittedOutboxRowsExactlyOnceInCommitOrder is the core promise:
+// concurrent writers, rollbacks and business rows; every committed outbox
+// row arrives once, nothing else arrives, each key in commit order, and the
+// records are byte-exact.
+func TestCommittedOutboxRowsExactlyOnceInCommitOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := &workload{Writers: 4, Events: 10000, Aggregates: 100, MaxTxRows: 20, Rollback: 0.1, Business: 0.3}
+	w.prepare(t, e)
+	c := e.collect(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+
+	start := time.Now()
+	if err := w.run(context.Background(), t, e); err != nil {
+		t.Fatalf("writers: %v", err)
+	}
+	written := time.Since(start)
+	rows := e.committedRows(t)
+	c.WaitFor(len(rows), 2*time.Minute)
+	all := time.Since(start)
+	recs := c.Settle(2 * time.Second)
+	v := checkRecords(t, e, recs, rows, w.rolledBack, 3, false)
+	if len(w.rolledBack) == 0 {
+		t.Errorf("the workload rolled nothing back; the test proves less than it claims")
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+	t.Logf("FIGURES events=%d rolled_back=%d records=%d duplicates=%d writers_done=%s all_in_kafka=%s events_per_s=%.0f peak_rss_mb=%.1f",
+		len(rows), len(w.rolledBack), len(recs), v.Duplicates, written.Round(time.Millisecond), all.Round(time.Millisecond),
+		float64(len(rows))/all.Seconds(), relay.PeakRSSMB())
+}
+
+// TestKafkaDownHoldsTheSlot: with Kafka stopped, outbox inserts do not move
+// confirmed_flush_lsn past them; after Kafka returns, all arrive.
+func TestKafkaDownHoldsTheSlot(t *testing.T) {
+	testbed.Disrupt(t)
+	e := newEnv(t)
+	w := &workload{Writers: 1, Events: 200, Aggregates: 10, MaxTxRows: 5}
+	w.prepare(t, e)
+	c := e.collect(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+	if err := w.run(context.Background(), t, e); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(int(w.committed.Load()), time.Minute)
+
+	e.bed.StopKafka(t)
+	kafkaUp := false
+	defer func() {
+		if !kafkaUp {
+			e.bed.StartKafka(t)
+		}
+	}()
+	// One transaction while Kafka is down; before its commit record, note
+	// the WAL insert position: the commit lies after it.
+	var before pglogrepl.LSN
+	var beforeText string
+	func() {
+		ctx := context.Background()
+		conn := connect(t, e.dsn)
+		defer conn.Close(ctx)
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 50; i++ {
+			if _, err := tx.Exec(ctx, `INSERT INTO outbox VALUES ($1, $2, 'agg-down', 'OrderCreated', jsonb_build_object('seq', $3::int))`, newUUID(), e.aggType(0), i+1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&beforeText); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	before, err := pglogrepl.ParseLSN(beforeText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := e.bed.CurrentWALLSN(t, e.dsn)
+	// Several status intervals pass with the records unacknowledged.
+	for i := 0; i < 8; i++ {
+		time.Sleep(time.Second)
+		s := e.bed.Slot(t, e.dsn, e.slot)
+		if s.ConfirmedFlushLSN > before {
+			t.Fatalf("with Kafka down, confirmed_flush_lsn %s passed the unacknowledged transaction (its commit lies after %s)", s.ConfirmedFlushLSN, before)
+		}
+		if relay.Exited() {
+			t.Fatalf("walrelay exited while Kafka was down")
+		}
+	}
+	e.bed.StartKafka(t)
+	kafkaUp = true
+	rows := e.committedRows(t)
+	c.WaitFor(len(rows), 2*time.Minute)
+	waitFor(t, time.Minute, "confirmed_flush_lsn to pass the transaction once Kafka is back", func() bool {
+		return e.bed.Slot(t, e.dsn, e.slot).ConfirmedFlushLSN >= after
+	})
+	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 3, true)
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d, want 0", code)
+	}
+}
+
+// TestGracefulStopLosesAndDuplicatesNothing: SIGTERM mid-stream, restart,
+// and every row arrives exactly once.
+func TestGracefulStopLosesAndDuplicatesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := &workload{Writers: 2, Events: 6000, Aggregates: 50, MaxTxRows: 10, Rollback: 0.05, Pause: time.Millisecond}
+	w.prepare(t, e)
+	c := e.collect(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+
+	done := make(chan error, 1)
+	go func() { done <- w.run(context.Background(), t, e) }()
+	stops := 0
+	for i := 0; i < 3; i++ {
+		// Stop once this instance streams records, then start again.
+		relay.WaitStreaming()
+		from := c.Len()
+		waitFor(t, time.Minute, "records to flow", func() bool { return c.Len() > from+300 })
+		if code := relay.Stop(time.Minute); code != 0 {
+			t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
+		}
+		stops++
+		if !strings.Contains(relay.Log(), `"stopped"`) {
+			t.Errorf("walrelay's log has no final \"stopped\" line")
+		}
+		relay = e.startRelay(t)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rows := e.committedRows(t)
+	c.WaitFor(len(rows), 2*time.Minute)
+	v := checkRecords(t, e, c.Settle(3*time.Second), rows, w.rolledBack, 3, false)
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d, want 0", code)
+	}
+	t.Logf("FIGURES graceful_stops=%d events=%d duplicates=%d", stops, len(rows), v.Duplicates)
+}
+
+// TestIdleOutboxDoesNotPinWAL: only a non-outbox table is written; the
+// slot's lag does not grow with the WAL written, and soon after the writes
+// stop it is under 1 MB.
+func TestIdleOutboxDoesNotPinWAL(t *testing.T) {
+	testbed.Disrupt(t) // alone, so that no other test's WAL is in flight
+	e := newEnv(t)
+	const interval = time.Second
+	relay := e.startRelay(t, "--status-interval", interval.String())
+	relay.WaitStreaming()
+
+	ctx := context.Background()
+	conn := connect(t, e.dsn)
+	defer conn.Close(ctx)
+	startLSN := e.bed.CurrentWALLSN(t, e.dsn)
+	var maxLag uint64
+	deadline := time.Now().Add(20 * time.Second)
+	nextSample := time.Now()
+	for time.Now().Before(deadline) {
+		if _, err := conn.Exec(ctx, `INSERT INTO orders (customer, total, note) SELECT 'c', i, repeat('x', 500) FROM generate_series(1, 500) i`); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(nextSample) {
+			lag := slotLag(t, e)
+			maxLag = max(maxLag, lag)
+			nextSample = time.Now().Add(500 * time.Millisecond)
+		}
+	}
+	walWritten := uint64(e.bed.CurrentWALLSN(t, e.dsn) - startLSN)
+	if walWritten < 32<<20 {
+		t.Fatalf("only %d bytes of WAL written; the test needs more to mean anything", walWritten)
+	}
+	if maxLag > walWritten/4 {
+		t.Errorf("slot lag reached %d bytes while %d bytes of non-outbox WAL were written: it grows with the WAL", maxLag, walWritten)
+	}
+	stopped := time.Now()
+	var lag uint64
+	for time.Since(stopped) < 2*interval {
+		if lag = slotLag(t, e); lag < 1<<20 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if lag >= 1<<20 {
+		t.Errorf("slot lag %d bytes two status intervals after the writes stopped, want under 1 MB", lag)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d, want 0", code)
+	}
+	t.Logf("FIGURES wal_written_mb=%.1f max_lag_kb=%.1f lag_after_kb=%.1f settle=%s", float64(walWritten)/(1<<20), float64(maxLag)/1024, float64(lag)/1024, time.Since(stopped).Round(time.Millisecond))
+}
+
+// TestHugeTransactionAndLargePayload: a transaction of 100,000 rows,
+// spilled to disk by the walsender, and a 1 MB jsonb payload arrive whole.
+func TestHugeTransactionAndLargePayload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	db := e.dsn[strings.LastIndex(e.dsn, "/")+1:]
+	if i := strings.IndexByte(db, '?'); i >= 0 {
+		db = db[:i]
+	}
+	// The walsender reads this at connection start: the transaction is far
+	// larger than its decoding memory and must spill.
+	e.bed.Exec(t, e.dsn, fmt.Sprintf(`ALTER DATABASE %q SET logical_decoding_work_mem = '64kB'`, db))
+	c := e.collect(t)
+	relay := e.startRelay(t, "--kafka-max-message-bytes", "16777216")
+	relay.WaitStreaming()
+
+	const n = 100000
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 97), 'OrderCreated',
+		jsonb_build_object('seq', 1 + i / 97, 'pad', repeat('p', 100)) FROM generate_series(0, $2 - 1) i`, e.aggType(0), n)
+	// A 1 MB jsonb payload in a transaction of its own.
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES (gen_random_uuid(), $1, 'agg-big', 'Big', jsonb_build_object('blob', repeat('b', 1000000)))`, e.aggType(1))
+
+	rows := e.committedRows(t)
+	c.WaitFor(len(rows), 3*time.Minute)
+	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 3, false)
+
+	var spilled int64
+	if err := e.bed.QueryRow(t, e.dsn, `SELECT coalesce(sum(spill_txns), 0) FROM pg_stat_replication_slots WHERE slot_name = $1`, e.slot).Scan(&spilled); err != nil {
+		t.Fatal(err)
+	}
+	if spilled == 0 {
+		t.Errorf("pg_stat_replication_slots shows no spilled transaction: the big transaction did not exceed logical_decoding_work_mem")
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d, want 0", code)
+	}
+	t.Logf("FIGURES huge_tx_rows=%d spilled_txns=%d peak_rss_mb=%.1f", n, spilled, relay.PeakRSSMB())
+}
+
+func slotLag(t *testing.T, e *env) uint64 {
+	t.Helper()
+	var lag int64
+	if err := e.bed.QueryRow(t, e.dsn, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&lag); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(max(lag, 0))
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,405 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/test/testbed"
+)
+
+// outboxDDL is the outbox table of DESIGN.md, plus a business table and a
+// per-aggregate sequence whose row lock orders an aggregate's events by
+// commit.
+const outboxDDL = `
+CREATE TABLE outbox (
+  id            uuid PRIMARY KEY,
+  aggregatetype text NOT NULL,
+  aggregateid   text NOT NULL,
+  type          text NOT NULL,
+  payload       jsonb
+);
+CREATE TABLE orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL, note text);
+CREATE TABLE agg_seq (id text PRIMARY KEY, seq bigint NOT NULL DEFAULT 0);`
+
+func uniq() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newUUID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// env is one test's database, slot, publication and aggregate-type prefix.
+type env struct {
+	bed    *testbed.Bed
+	dsn    string
+	slot   string
+	pub    string
+	prefix string // aggregate types start with it, so topics are the test's own
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	b := testbed.Get(t)
+	e := &env{bed: b, dsn: b.NewDatabase(t), slot: "s_" + uniq(), pub: "p_" + uniq(), prefix: "t" + uniq()}
+	b.Exec(t, e.dsn, outboxDDL)
+	return e
+}
+
+// topicRE matches every topic this test's records go to.
+func (e *env) topicRE() string {
+	return `^outbox\.event\.` + regexp.QuoteMeta(e.prefix)
+}
+
+type relayProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error
+	peakRSS int64 // kB, sampled
+	env     *env
+	mu      sync.Mutex
+}
+
+// startRelay runs the walrelay binary against e with args added to the
+// defaults.
+func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
+	t.Helper()
+	all := []string{"run",
+		"--pg-url", e.dsn,
+		"--brokers", strings.Join(e.bed.Brokers(), ","),
+		"--slot", e.slot,
+		"--publication", e.pub,
+		"--header-columns", "type:eventType",
+		"--status-interval", "1s",
+		"--topic-partitions", "3",
+		"--log-level", "info",
+	}
+	all = append(all, args...)
+	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano()))
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(relayBin, all...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start walrelay: %v", err)
+	}
+	p := &relayProc{t: t, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	go p.sampleRSS()
+	p.env = e
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			p.dumpLog()
+		}
+	})
+	return p
+}
+
+func (p *relayProc) sampleRSS() {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-tick.C:
+			if kb := readHWM(p.cmd.Process.Pid); kb > 0 {
+				p.mu.Lock()
+				p.peakRSS = max(p.peakRSS, kb)
+				p.mu.Unlock()
+			}
+		}
+	}
+}
+
+// readHWM reads the peak resident set size (VmHWM, kB) of a process.
+func readHWM(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// PeakRSSMB is the largest resident set seen, in MiB.
+func (p *relayProc) PeakRSSMB() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return float64(p.peakRSS) / 1024
+}
+
+func (p *relayProc) dumpLog() {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	p.t.Logf("walrelay log (%s, last %d lines):\n%s", p.logPath, len(lines), strings.Join(lines, "\n"))
+}
+
+// Log returns the whole log so far.
+func (p *relayProc) Log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Stop sends SIGTERM and waits for the exit; it returns the exit code.
+func (p *relayProc) Stop(timeout time.Duration) int {
+	p.t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	return p.wait(timeout)
+}
+
+// Kill sends SIGKILL and waits.
+func (p *relayProc) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (p *relayProc) wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-p.done
+		p.t.Fatalf("walrelay did not exit within %s", timeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		p.t.Fatalf("walrelay: %v", p.err)
+	}
+	return 0
+}
+
+// Exited reports whether the process has ended.
+func (p *relayProc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// collector is a real franz-go consumer reading every partition of the
+// test's topics from the start, as they appear.
+type collector struct {
+	t    *testing.T
+	cl   *kgo.Client
+	mu   sync.Mutex
+	recs []*kgo.Record
+	cond chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (e *env) collect(t *testing.T) *collector {
+	t.Helper()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(e.bed.Brokers()...),
+		kgo.ConsumeRegex(),
+		kgo.ConsumeTopics(e.topicRE()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.MetadataMaxAge(time.Second),
+		kgo.MetadataMinAge(200*time.Millisecond),
+		kgo.FetchMaxBytes(64<<20),
+		kgo.FetchMaxPartitionBytes(32<<20),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &collector{t: t, cl: cl, cond: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			fs.EachError(func(topic string, p int32, err error) {
+				t.Logf("consumer: %s[%d]: %v", topic, p, err)
+			})
+			var got []*kgo.Record
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, r) })
+			if len(got) > 0 {
+				c.mu.Lock()
+				c.recs = append(c.recs, got...)
+				c.mu.Unlock()
+				select {
+				case c.cond <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-c.done
+		cl.Close()
+	})
+	return c
+}
+
+// Len is the number of records read so far.
+func (c *collector) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.recs)
+}
+
+// Records returns a copy of what was read.
+func (c *collector) Records() []*kgo.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*kgo.Record(nil), c.recs...)
+}
+
+// WaitFor waits until at least n records were read, failing after timeout.
+func (c *collector) WaitFor(n int, timeout time.Duration) []*kgo.Record {
+	c.t.Helper()
+	deadline := time.After(timeout)
+	for c.Len() < n {
+		select {
+		case <-c.cond:
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			c.t.Fatalf("read %d records within %s, want %d", c.Len(), timeout, n)
+		}
+	}
+	return c.Records()
+}
+
+// Settle waits until no new record arrived for quiet, and returns all.
+func (c *collector) Settle(quiet time.Duration) []*kgo.Record {
+	last := -1
+	for {
+		n := c.Len()
+		if n == last {
+			return c.Records()
+		}
+		last = n
+		time.Sleep(quiet)
+	}
+}
+
+// murmur2 is Kafka's Utils.murmur2, written out independently of franz-go
+// to check the partition a Java producer would choose.
+func murmur2(data []byte) int32 {
+	const seed uint32 = 0x9747b28c
+	const m uint32 = 0x5bd1e995
+	const r = 24
+	length := len(data)
+	h := seed ^ uint32(length)
+	n := length / 4
+	for i := 0; i < n; i++ {
+		i4 := i * 4
+		k := uint32(data[i4]) | uint32(data[i4+1])<<8 | uint32(data[i4+2])<<16 | uint32(data[i4+3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	switch length % 4 {
+	case 3:
+		h ^= uint32(data[(length&^3)+2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(data[(length&^3)+1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(data[length&^3])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
+
+// javaPartition is Kafka's default partition for a keyed record.
+func javaPartition(key []byte, partitions int) int32 {
+	return (murmur2(key) & 0x7fffffff) % int32(partitions)
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// WaitStreaming waits until this process holds the slot: from then on every
+// commit is in the slot and reaches Kafka.
+func (p *relayProc) WaitStreaming() {
+	p.t.Helper()
+	waitFor(p.t, time.Minute, "walrelay to stream the slot", func() bool {
+		if p.Exited() {
+			p.t.Fatalf("walrelay exited before streaming")
+		}
+		s := p.env.bed.Slot(p.t, p.env.dsn, p.env.slot)
+		return s.Active && s.ActivePID != 0
+	})
+}
