@@ -63,6 +63,11 @@ Run 'walrelay run -h' for the flags.
 `
 
 func runCmd(args []string, stderr io.Writer) int {
+	// Catch signals first, so that a stop during start-up is graceful too.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
 	var cfg config
 	fs := newFlagSet("run", &cfg)
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -89,9 +94,6 @@ func runCmd(args []string, stderr io.Writer) int {
 	ctx, abort := context.WithCancel(context.Background())
 	defer abort()
 	stop := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	go func() {
 		select {
 		case sig := <-sigs:

@@ -182,6 +182,7 @@ func TestIdleOutboxDoesNotPinWAL(t *testing.T) {
 		if _, err := conn.Exec(ctx, `INSERT INTO orders (customer, total, note) SELECT 'c', i, repeat('x', 500) FROM generate_series(1, 500) i`); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(10 * time.Millisecond) // about 15 MB of WAL a second, not all the disk can take
 		if time.Now().After(nextSample) {
 			lag := slotLag(t, e)
 			maxLag = max(maxLag, lag)
