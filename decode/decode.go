@@ -250,7 +250,7 @@ func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 	switch msg[0] {
 	case 'B':
 		if d.inTx {
-			return nil, fmt.Errorf("begin of xid inside transaction %d: protocol out of sync", d.begin.xid)
+			return nil, fmt.Errorf("begin inside transaction %d: protocol out of sync", d.begin.xid)
 		}
 		b, err := parseBegin(msg)
 		if err != nil {
@@ -293,9 +293,34 @@ func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Read the whole message, so that a truncated one is an error: an
+		// update has an optional old ('K' or 'O') and a new ('N') tuple, a
+		// delete one old tuple.
+		t := r.u8("tuple type")
+		if msg[0] == 'U' && (t == 'K' || t == 'O') {
+			d.cols = parseTuple(&r, d.cols)
+			t = r.u8("tuple type")
+		}
+		want := byte('N')
+		if msg[0] == 'D' {
+			want = 'O'
+			if t == 'K' {
+				want = 'K'
+			}
+		}
+		if r.err == nil && t != want {
+			return nil, fmt.Errorf("%c message: tuple type %q, want %q", msg[0], t, want)
+		}
+		d.cols = parseTuple(&r, d.cols)
+		if r.err != nil {
+			return nil, r.err
+		}
 		d.count(rel.outbox)
 		return nil, nil
 	case 'T':
+		if !d.inTx {
+			return nil, errors.New("truncate outside a transaction: protocol out of sync")
+		}
 		r := reader{b: msg, off: 1}
 		n := r.u32("truncate relation count")
 		r.u8("truncate options")
@@ -308,8 +333,24 @@ func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 		}
 		return nil, r.err
 	case 'Y', 'O', 'M':
-		// Type, origin and logical decoding messages carry no outbox rows.
-		return nil, nil
+		// Type, origin and logical decoding messages carry no outbox rows;
+		// they are read only to reject truncated ones.
+		r := reader{b: msg, off: 1}
+		switch msg[0] {
+		case 'Y':
+			r.u32("type oid")
+			r.str("type namespace")
+			r.str("type name")
+		case 'O':
+			r.u64("origin lsn")
+			r.str("origin name")
+		case 'M':
+			r.u8("message flags")
+			r.u64("message lsn")
+			r.str("message prefix")
+			r.bytes(int(r.u32("message length")), "message content")
+		}
+		return nil, r.err
 	default:
 		return nil, fmt.Errorf("unexpected pgoutput message type %q (streaming of in-progress transactions is not requested)", msg[0])
 	}
@@ -470,13 +511,24 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 		return fail(fmt.Errorf("%w: row has %d columns, relation %s has %d", ErrBadValue, len(cols), rel.qualified, len(rel.columns)))
 	}
 	id := cols[rel.idIdx]
-	if id.kind != kindText {
-		return fail(fmt.Errorf("%w: column %q is %s", ErrNullID, d.cfg.IDColumn, kindName(id.kind)))
+	switch id.kind {
+	case kindText:
+	case kindNull:
+		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullID, d.cfg.IDColumn))
+	default:
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.IDColumn, kindName(id.kind)))
+	}
+	if len(id.data) == 0 {
+		return fail(fmt.Errorf("%w: column %q is an empty string", ErrNullID, d.cfg.IDColumn))
 	}
 	ev.ID = id.data
 	key := cols[rel.keyIdx]
-	if key.kind != kindText {
-		return fail(fmt.Errorf("%w: column %q is %s", ErrNullKey, d.cfg.KeyColumn, kindName(key.kind)))
+	switch key.kind {
+	case kindText:
+	case kindNull:
+		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullKey, d.cfg.KeyColumn))
+	default:
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.KeyColumn, kindName(key.kind)))
 	}
 	if len(key.data) == 0 {
 		return fail(fmt.Errorf("%w: column %q is an empty string", ErrEmptyKey, d.cfg.KeyColumn))

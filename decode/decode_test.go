@@ -609,6 +609,22 @@ func TestDecodeEvent(t *testing.T) {
 			wantErr: ErrBadValue,
 		},
 		{
+			name:    "unchanged TOAST id in an insert",
+			row:     []val{unchanged(), text("order"), text("o-1"), text("OrderCreated"), text(`{}`)},
+			wantErr: ErrBadValue,
+		},
+		{
+			name:    "unchanged TOAST key in an insert",
+			row:     []val{text(eventUUID), text("order"), unchanged(), text("OrderCreated"), text(`{}`)},
+			wantErr: ErrBadValue,
+		},
+		{
+			name:    "empty id",
+			cols:    []col{{name: "id", oid: pgText}, {name: "aggregatetype", oid: pgText}, {name: "aggregateid", oid: pgText}, {name: "type", oid: pgText}, {name: "payload", oid: pgJSONB}},
+			row:     []val{text(""), text("order"), text("o-1"), text("OrderCreated"), text(`{}`)},
+			wantErr: ErrNullID,
+		},
+		{
 			name:    "unchanged TOAST header column in an insert",
 			cfg:     Config{HeaderColumns: []HeaderColumn{{Column: "type", Header: "eventType"}}},
 			row:     []val{text(eventUUID), text("order"), text("o-1"), unchanged(), text(`{}`)},
@@ -888,8 +904,7 @@ func TestDecodeTruncatedFrames(t *testing.T) {
 		setup [][]byte
 		frame []byte
 		// strictUpTo: every prefix shorter than this must fail with
-		// ErrTruncated. Longer prefixes must not panic; the decoder may
-		// accept them (it does not read the rest of U, D, Y and O).
+		// ErrTruncated (default: every prefix).
 		strictUpTo int
 	}{
 		{name: "begin", frame: bg},
@@ -898,11 +913,11 @@ func TestDecodeTruncatedFrames(t *testing.T) {
 		{name: "relation without columns", frame: msgRelation(7, "s", "t")},
 		{name: "insert", setup: [][]byte{bg, rel}, frame: msgInsert(outboxRelID, row...)},
 		{name: "truncate", setup: [][]byte{bg, rel}, frame: msgTruncate(0, outboxRelID, outboxRelID)},
-		{name: "update", setup: [][]byte{bg, rel}, frame: msgUpdateKey(outboxRelID, []val{text(eventUUID)}, row), strictUpTo: 5},
-		{name: "delete", setup: [][]byte{bg, rel}, frame: msgDelete(outboxRelID, text(eventUUID)), strictUpTo: 5},
-		{name: "type", setup: [][]byte{bg}, frame: msgType(70000, "public", "mood"), strictUpTo: 1},
-		{name: "origin", setup: [][]byte{bg}, frame: msgOrigin(commitLSN, "upstream"), strictUpTo: 1},
-		{name: "message", setup: [][]byte{bg}, frame: msgMessage(commitLSN, "p", "c"), strictUpTo: 1},
+		{name: "update", setup: [][]byte{bg, rel}, frame: msgUpdateKey(outboxRelID, []val{text(eventUUID)}, row)},
+		{name: "delete", setup: [][]byte{bg, rel}, frame: msgDelete(outboxRelID, text(eventUUID))},
+		{name: "type", setup: [][]byte{bg}, frame: msgType(70000, "public", "mood")},
+		{name: "origin", setup: [][]byte{bg}, frame: msgOrigin(commitLSN, "upstream")},
+		{name: "message", setup: [][]byte{bg}, frame: msgMessage(commitLSN, "p", "c")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
