@@ -51,6 +51,9 @@ type Config struct {
 	TopicReplicationFactor int16
 	// Opts are extra client options (TLS, SASL), applied last.
 	Opts []kgo.Opt
+	// Null acknowledges every event at once without Kafka: a benchmark
+	// option that separates decoding from producing. Never for production.
+	Null bool
 }
 
 var compressions = map[string]kgo.CompressionCodec{
@@ -190,6 +193,9 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 
 // Ping checks that a broker answers.
 func (s *Sink) Ping(ctx context.Context) error {
+	if s.cfg.Null {
+		return nil
+	}
 	if err := s.cl.Ping(ctx); err != nil {
 		return fmt.Errorf("reach kafka at %s: %w", strings.Join(s.cfg.Brokers, ","), err)
 	}
@@ -229,6 +235,9 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if s.cur == nil {
 		return fmt.Errorf("transaction %d part without its first part", tx.Xid)
 	}
+	if s.cfg.Null {
+		return s.produceNull(tx)
+	}
 	if err := s.ensureTopics(ctx, tx.Events); err != nil {
 		return err
 	}
@@ -256,6 +265,26 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 			r.Timestamp = tx.CommitTime
 			s.cur.Add(1)
 			s.cl.Produce(ctx, r, promise)
+		}
+	}
+	if tx.Last {
+		s.cur.Close(tx.EndLSN)
+		s.cur = nil
+	}
+	return nil
+}
+
+// produceNull acknowledges the part's events without producing them.
+func (s *Sink) produceNull(tx *decode.Tx) error {
+	for i := range tx.Events {
+		if ev := &tx.Events[i]; ev.Err != nil {
+			return fmt.Errorf("%w: table %s, xid %d: %w", ErrPoison, ev.Table, tx.Xid, ev.Err)
+		}
+	}
+	if n := len(tx.Events); n > 0 {
+		s.cur.Add(n)
+		for range n {
+			s.cur.Ack()
 		}
 	}
 	if tx.Last {

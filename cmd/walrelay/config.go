@@ -40,6 +40,7 @@ type config struct {
 	linger          time.Duration
 	logLevel        string
 	logFormat       string
+	benchNullSink   bool
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -75,6 +76,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.DurationVar(&cfg.linger, "kafka-linger", 0, "how long a partition waits for more records before sending")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
+	fs.BoolVar(&cfg.benchNullSink, "bench-null-sink", false, "BENCHMARKS ONLY: acknowledge events without sending them to Kafka, confirming the slot past them (events are dropped)")
 	return fs
 }
 
@@ -174,6 +176,7 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		CreateTopics:           c.createTopics,
 		TopicPartitions:        int32(c.topicPartitions),
 		TopicReplicationFactor: int16(c.topicRF),
+		Null:                   c.benchNullSink,
 	}
 	if len(sc.Brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
