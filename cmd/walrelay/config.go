@@ -41,6 +41,7 @@ type config struct {
 	logLevel        string
 	logFormat       string
 	benchNullSink   bool
+	cpuProfile      string
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -76,6 +77,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.DurationVar(&cfg.linger, "kafka-linger", 0, "how long a partition waits for more records before sending")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
+	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a Go CPU profile to this file until exit (for performance work)")
 	fs.BoolVar(&cfg.benchNullSink, "bench-null-sink", false, "BENCHMARKS ONLY: acknowledge events without sending them to Kafka, confirming the slot past them (events are dropped)")
 	return fs
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -88,6 +89,19 @@ func runCmd(args []string, stderr io.Writer) int {
 		return exitConfig
 	}
 	defer log.Sync()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "walrelay: --cpu-profile: %v\n", err)
+			return exitConfig
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "walrelay: --cpu-profile: %v\n", err)
+			return exitConfig
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	// The first SIGINT/SIGTERM stops gracefully; a second one, or the
 	// shutdown timeout running out, aborts.
