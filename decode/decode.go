@@ -37,7 +37,27 @@ var (
 	ErrEmptyKey        = errors.New("empty key")
 	ErrInvalidTopic    = errors.New("invalid topic")
 	ErrBadValue        = errors.New("bad column value")
+	ErrTooLarge        = errors.New("record too large")
 )
+
+// Reason names the class of a poison event's error for headers and
+// metrics: null_key, empty_key, null_id, invalid_topic, missing_column,
+// unsupported_type, bad_value, too_large, or other.
+func Reason(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{
+		{ErrNullKey, "null_key"}, {ErrEmptyKey, "empty_key"}, {ErrNullID, "null_id"},
+		{ErrInvalidTopic, "invalid_topic"}, {ErrMissingColumn, "missing_column"},
+		{ErrUnsupportedType, "unsupported_type"}, {ErrBadValue, "bad_value"}, {ErrTooLarge, "too_large"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "other"
+}
 
 // HeaderColumn adds a Kafka header named Header from column Column.
 type HeaderColumn struct {
@@ -64,7 +84,16 @@ type Config struct {
 	// MaxPartBytes bounds the event bytes of one Tx part; a larger
 	// transaction is handed on in several parts. Default 1 MiB.
 	MaxPartBytes int
+	// MaxRecordBytes is the largest record Kafka accepts (the broker's
+	// message.max.bytes); a larger event is a poison event (ErrTooLarge).
+	// Default 0: no limit here.
+	MaxRecordBytes int
 }
+
+// recordOverhead is a generous bound on what a record adds to its key,
+// value and headers inside a record batch (lengths, offsets, timestamps,
+// and the batch header when the record is alone in its batch).
+const recordOverhead = 128
 
 func (c Config) withDefaults() Config {
 	if len(c.Tables) == 0 {
@@ -148,9 +177,12 @@ type Event struct {
 	ID      []byte
 	Headers []Header // extra headers, after "id"
 	// Err is set when the row cannot become a record (it wraps one of the
-	// Err* reasons above); Row then holds the row as received.
-	Err error
-	Row []Field
+	// Err* reasons above); Row then holds the row as received, except a
+	// column dropped for its size (DroppedColumn, DroppedBytes).
+	Err           error
+	Row           []Field
+	DroppedColumn string
+	DroppedBytes  int
 }
 
 // Size is the record bytes the event puts in flight.
@@ -575,6 +607,14 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 		return fail(err)
 	}
 	ev.Topic = topic
+	if max := d.cfg.MaxRecordBytes; max > 0 {
+		if size := ev.Size() + recordOverhead; size > max {
+			ev = fail(fmt.Errorf("%w: the record takes about %d bytes, Kafka accepts %d (--kafka-max-message-bytes; the broker's message.max.bytes)", ErrTooLarge, size, max))
+			ev.DroppedColumn = d.cfg.PayloadColumn
+			ev.DroppedBytes = len(cols[rel.payloadIdx].data)
+			ev.Row = append(ev.Row[:rel.payloadIdx:rel.payloadIdx], ev.Row[rel.payloadIdx+1:]...)
+		}
+	}
 	return ev
 }
 

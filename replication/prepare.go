@@ -35,6 +35,10 @@ type Config struct {
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds a graceful stop. Default 30s.
 	ShutdownTimeout time.Duration
+	// RecreateLostSlot drops and re-creates a slot whose WAL was removed
+	// (wal_status lost). Events written while it was behind are lost; without
+	// it such a slot is an error (ErrSlotLost).
+	RecreateLostSlot bool
 }
 
 var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -264,8 +268,16 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st 
 		return st, setupErrorf("replication slot %q belongs to database %q, not %q: connect to that database or choose another --slot", cfg.Slot, deref(slotDB), db)
 	}
 	st.WALStatus = deref(walStatus)
+	if (st.WALStatus == "lost" || confirmed == nil) && cfg.RecreateLostSlot {
+		log.Error("replication slot lost: dropping and re-creating it as --recreate-lost-slot asks; events committed while the slot was behind were NOT relayed",
+			zap.String("slot", cfg.Slot), zap.String("wal_status", st.WALStatus))
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, cfg.Slot); err != nil {
+			return st, fmt.Errorf("drop lost replication slot: %w", err)
+		}
+		return prepareSlot(ctx, conn, cfg, db, st, log)
+	}
 	if st.WALStatus == "lost" || confirmed == nil {
-		return st, fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; see the README's \"Slot lost\" section to re-create it", ErrSlotLost, cfg.Slot, st.WALStatus)
+		return st, fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; start once with --recreate-lost-slot to drop and re-create it (see the README's \"Slot lost\" section)", ErrSlotLost, cfg.Slot, st.WALStatus)
 	}
 	st.ConfirmedFlush = *confirmed
 	return st, nil
@@ -310,4 +322,40 @@ func parsePGDuration(s string) time.Duration {
 		return time.Duration(v) * time.Millisecond
 	}
 	return 0
+}
+
+// SlotStatus is a slot's row of pg_replication_slots with the server's WAL
+// position.
+type SlotStatus struct {
+	Exists      bool
+	Active      bool
+	WALStatus   string
+	LagBytes    int64 // pg_current_wal_lsn() - confirmed_flush_lsn
+	SafeWALSize *int64
+	Confirmed   pglogrepl.LSN
+}
+
+// QuerySlot reads a slot's status through a normal connection.
+func QuerySlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotStatus, error) {
+	var st SlotStatus
+	var walStatus *string
+	var lag *int64
+	var confirmed *string
+	err := conn.QueryRow(ctx, `SELECT active, wal_status, (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, safe_wal_size, confirmed_flush_lsn::text
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&st.Active, &walStatus, &lag, &st.SafeWALSize, &confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("read slot %s: %w", slot, err)
+	}
+	st.Exists = true
+	st.WALStatus = deref(walStatus)
+	if lag != nil {
+		st.LagBytes = *lag
+	}
+	if confirmed != nil {
+		st.Confirmed, _ = pglogrepl.ParseLSN(*confirmed)
+	}
+	return st, nil
 }

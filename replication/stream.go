@@ -38,7 +38,16 @@ type Stream struct {
 	received  atomic.Uint64 // WAL start of the last XLogData received
 	confirmed atomic.Uint64 // last flush position sent
 	walEnd    atomic.Uint64 // server WAL end of the last keepalive
+	beat      atomic.Int64  // unix nanoseconds of the receive loop's last turn
+	streaming atomic.Bool   // START_REPLICATION succeeded and Run has not returned
 }
+
+// Beat is when the receive loop last turned; it turns at least once per
+// status interval while the stream is healthy.
+func (s *Stream) Beat() time.Time { return time.Unix(0, s.beat.Load()) }
+
+// Streaming reports whether the stream holds the slot.
+func (s *Stream) Streaming() bool { return s.streaming.Load() }
 
 // New returns a stream; Run connects.
 func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
@@ -97,6 +106,9 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	// server's current WAL position.
 	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, handedEnd: start}
 	s.confirmed.Store(uint64(start))
+	s.beat.Store(time.Now().UnixNano())
+	s.streaming.Store(true)
+	defer s.streaming.Store(false)
 	s.log.Info("streaming", zap.String("slot", s.cfg.Slot), zap.String("publication", s.cfg.Publication), zap.Stringer("lsn", start))
 
 	stopCtx, stopCancel := context.WithCancel(ctx)
@@ -132,6 +144,7 @@ wait:
 			s.finalStatus(ss, false)
 			return ctx.Err()
 		case <-tick.C:
+			s.beat.Store(time.Now().UnixNano())
 			if err := s.sendStatus(ss); err != nil {
 				return err
 			}
@@ -169,6 +182,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
+		s.beat.Store(time.Now().UnixNano())
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -275,6 +289,7 @@ func (s *Stream) hand(ctx context.Context, ss *session, out chan<- Message, m Me
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
+			s.beat.Store(time.Now().UnixNano())
 			if err := s.sendStatus(ss); err != nil {
 				return err
 			}

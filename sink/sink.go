@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/metrics"
 )
 
 // Config configures the Kafka producer. Zero values mean the defaults named.
@@ -54,6 +56,12 @@ type Config struct {
 	// Null acknowledges every event at once without Kafka: a benchmark
 	// option that separates decoding from producing. Never for production.
 	Null bool
+	// OnPoison is OnPoisonDeadLetter (default) or OnPoisonHalt.
+	OnPoison string
+	// DeadLetterTopic receives poison events. Default "walrelay.dlq".
+	DeadLetterTopic string
+	// Metrics, if set, counts published, dead-lettered and failed records.
+	Metrics *metrics.Metrics
 }
 
 var compressions = map[string]kgo.CompressionCodec{
@@ -89,6 +97,12 @@ func (c Config) withDefaults() Config {
 	if c.TopicReplicationFactor == 0 {
 		c.TopicReplicationFactor = -1
 	}
+	if c.OnPoison == "" {
+		c.OnPoison = OnPoisonDeadLetter
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = "walrelay.dlq"
+	}
 	return c
 }
 
@@ -116,6 +130,12 @@ func (c Config) Validate() error {
 	if c.TopicPartitions < 1 {
 		errs = append(errs, fmt.Errorf("topic partitions %d: want at least 1", c.TopicPartitions))
 	}
+	if c.OnPoison != OnPoisonDeadLetter && c.OnPoison != OnPoisonHalt {
+		errs = append(errs, fmt.Errorf("on-poison %q: want %s or %s", c.OnPoison, OnPoisonDeadLetter, OnPoisonHalt))
+	}
+	if err := decode.ValidTopic(c.DeadLetterTopic); err != nil {
+		errs = append(errs, fmt.Errorf("dead-letter topic: %w", err))
+	}
 	if c.TopicReplicationFactor < -1 || c.TopicReplicationFactor == 0 {
 		errs = append(errs, fmt.Errorf("topic replication factor %d: want -1 (broker default) or at least 1", c.TopicReplicationFactor))
 	}
@@ -131,14 +151,22 @@ var ErrPoison = errors.New("poison event")
 
 // Sink produces events. Produce is called from one goroutine.
 type Sink struct {
-	cfg    Config
-	log    *zap.Logger
-	cl     *kgo.Client
-	adm    *kadm.Client
-	tr     *checkpoint.Tracker
-	known  map[string]bool
-	cur    *checkpoint.Tx
-	failed chan struct{}
+	cfg     Config
+	log     *zap.Logger
+	cl      *kgo.Client
+	adm     *kadm.Client
+	tr      *checkpoint.Tracker
+	metrics *metrics.Metrics
+	known   map[string]bool // used by the producing goroutine only
+	cur     *checkpoint.Tx
+	failed  chan struct{}
+
+	// Records Kafka refused go to the dead-letter loop.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	closing  chan struct{}
+	loopDone chan struct{}
+	rejects  rejections
 
 	errOnce sync.Once
 	err     error
@@ -174,21 +202,46 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		kgo.MaxBufferedBytes(cfg.MaxInflightBytes),
 		kgo.MaxBufferedRecords(1 << 30), // bounded by bytes instead
 		kgo.ProducerLinger(cfg.Linger),
+		kgo.WithHooks(kafkaHook{cfg.Metrics}),
 	}
 	opts = append(opts, cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Sink{
-		cfg:    cfg,
-		log:    log,
-		cl:     cl,
-		adm:    kadm.NewClient(cl),
-		tr:     tr,
-		known:  make(map[string]bool),
-		failed: make(chan struct{}),
-	}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Sink{
+		cfg:      cfg,
+		log:      log,
+		cl:       cl,
+		adm:      kadm.NewClient(cl),
+		tr:       tr,
+		metrics:  cfg.Metrics,
+		known:    make(map[string]bool),
+		failed:   make(chan struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
+		closing:  make(chan struct{}),
+		loopDone: make(chan struct{}),
+		rejects:  rejections{ready: make(chan struct{}, 1)},
+	}
+	go s.deadLetterLoop()
+	return s, nil
+}
+
+// Start checks that a broker answers and that the dead-letter topic
+// exists (creating it if allowed).
+func (s *Sink) Start(ctx context.Context) error {
+	if s.cfg.Null {
+		return nil
+	}
+	if err := s.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("reach kafka at %s: %w", strings.Join(s.cfg.Brokers, ","), err)
+	}
+	if s.cfg.OnPoison == OnPoisonDeadLetter {
+		return s.ensureTopic(ctx, s.cfg.DeadLetterTopic)
+	}
+	return nil
 }
 
 // Ping checks that a broker answers.
@@ -196,10 +249,21 @@ func (s *Sink) Ping(ctx context.Context) error {
 	if s.cfg.Null {
 		return nil
 	}
-	if err := s.cl.Ping(ctx); err != nil {
-		return fmt.Errorf("reach kafka at %s: %w", strings.Join(s.cfg.Brokers, ","), err)
+	return s.cl.Ping(ctx)
+}
+
+// Buffered is the record bytes and records produced and not yet finished.
+func (s *Sink) Buffered() (bytes, records int64) {
+	return s.cl.BufferedProduceBytes(), s.cl.BufferedProduceRecords()
+}
+
+type kafkaHook struct{ m *metrics.Metrics }
+
+// OnBrokerE2E counts failed produce requests (key 0), which the client retries.
+func (h kafkaHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key == 0 && e2e.Err() != nil {
+		h.m.KafkaError()
 	}
-	return nil
 }
 
 // Failed is closed when a record has finally failed; Err then says why.
@@ -245,12 +309,15 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		extra := len(tx.Events[0].Headers) + 1
 		recs := make([]kgo.Record, n)
 		hdrs := make([]kgo.RecordHeader, 0, n*extra)
-		a := &txAcks{s: s, x: s.cur}
+		a := &txAcks{s: s, x: s.cur, meta: partMeta(tx)}
 		promise := a.done
 		for i := range tx.Events {
 			ev := &tx.Events[i]
 			if ev.Err != nil {
-				return fmt.Errorf("%w: table %s, xid %d, commit lsn %s, id %q: %w", ErrPoison, ev.Table, tx.Xid, tx.CommitLSN, ev.ID, ev.Err)
+				if err := s.poison(ctx, tx, ev, a); err != nil {
+					return err
+				}
+				continue
 			}
 			start := len(hdrs)
 			hdrs = append(hdrs, kgo.RecordHeader{Key: "id", Value: ev.ID})
@@ -294,16 +361,68 @@ func (s *Sink) produceNull(tx *decode.Tx) error {
 	return nil
 }
 
+// poison dead-letters a poison event, or halts.
+func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *txAcks) error {
+	if s.cfg.OnPoison == OnPoisonHalt {
+		return fmt.Errorf("%w: table %s, xid %d, commit lsn %s, id %q: %w (--on-poison=halt: nothing from this event on is confirmed)",
+			ErrPoison, ev.Table, tx.Xid, tx.CommitLSN, ev.ID, ev.Err)
+	}
+	dl := s.deadLetterEvent(tx, ev)
+	s.log.Warn("poison event: dead-lettered", zap.String("table", ev.Table), zap.Uint32("xid", tx.Xid),
+		zap.Stringer("commit_lsn", tx.CommitLSN), zap.ByteString("id", ev.ID), zap.String("topic", s.cfg.DeadLetterTopic), zap.Error(ev.Err))
+	s.metrics.DeadLetter(decode.Reason(ev.Err))
+	s.cur.Add(1)
+	s.cl.Produce(ctx, dl, a.deadLettered)
+	return nil
+}
+
+// partMeta describes a Tx part for dead-letter headers.
+func partMeta(tx *decode.Tx) recordMeta {
+	table := ""
+	for i := range tx.Events {
+		switch t := tx.Events[i].Table; {
+		case table == "":
+			table = t
+		case table != t:
+			table = "(several)"
+		}
+	}
+	return recordMeta{table: table, commitLSN: tx.CommitLSN.String(), xid: strconv.FormatUint(uint64(tx.Xid), 10)}
+}
+
 type txAcks struct {
-	s *Sink
-	x *checkpoint.Tx
+	s    *Sink
+	x    *checkpoint.Tx
+	meta recordMeta
 }
 
 func (a *txAcks) done(r *kgo.Record, err error) {
 	if err != nil {
+		if rejected(err) && a.s.cfg.OnPoison == OnPoisonDeadLetter {
+			// Kafka refused the record itself: park it, and acknowledge the
+			// event once the dead-letter record is written.
+			a.s.rejects.push(rejection{rec: r, err: err, acks: a})
+			return
+		}
+		a.s.metrics.Failure()
+		if rejected(err) {
+			err = fmt.Errorf("%w: %w (--on-poison=halt)", ErrPoison, err)
+		}
 		// N.B. no Ack: the watermark stays below this transaction, and the
 		// relay restarts from it.
 		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err))
+		return
+	}
+	a.s.metrics.Published(r.Topic, r.Timestamp)
+	a.x.Ack()
+}
+
+// deadLettered acknowledges an event once its dead-letter record is written.
+func (a *txAcks) deadLettered(r *kgo.Record, err error) {
+	if err != nil {
+		// N.B. an event that cannot be parked is never dropped: halt.
+		a.s.metrics.Failure()
+		a.s.fail(fmt.Errorf("%w: dead-letter produce to %s failed: %w", ErrPoison, r.Topic, err))
 		return
 	}
 	a.x.Ack()
@@ -314,7 +433,7 @@ func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) error {
 	var missing []string
 	for i := range events {
 		t := events[i].Topic
-		if t == "" || s.known[t] {
+		if t == "" || s.known[t] || events[i].Err != nil {
 			continue
 		}
 		dup := false
@@ -328,6 +447,11 @@ func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) error {
 	if len(missing) == 0 {
 		return nil
 	}
+	return s.ensureTopic(ctx, missing...)
+}
+
+// ensureTopic checks topics, creating missing ones if allowed.
+func (s *Sink) ensureTopic(ctx context.Context, missing ...string) error {
 	details, err := s.adm.ListTopics(ctx, missing...)
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
@@ -372,7 +496,12 @@ func (s *Sink) Flush(ctx context.Context) error {
 
 // Close discards the client. Records not yet acknowledged are failed; call
 // Flush first to wait for them.
-func (s *Sink) Close() { s.cl.Close() }
+func (s *Sink) Close() {
+	close(s.closing)
+	s.cancel()
+	<-s.loopDone
+	s.cl.Close()
+}
 
 // zapLogger adapts zap to franz-go's logger.
 type zapLogger struct{ l *zap.Logger }

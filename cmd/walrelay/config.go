@@ -42,6 +42,11 @@ type config struct {
 	logFormat       string
 	benchNullSink   bool
 	cpuProfile      string
+	httpAddr        string
+	onPoison        string
+	dlqTopic        string
+	lagWarnBytes    int64
+	recreateLost    bool
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -75,6 +80,11 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.DurationVar(&cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may be retried before it fails and streaming restarts from the last confirmed position")
 	fs.IntVar(&cfg.maxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes")
 	fs.DurationVar(&cfg.linger, "kafka-linger", 0, "how long a partition waits for more records before sending")
+	fs.StringVar(&cfg.onPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
+	fs.StringVar(&cfg.dlqTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
+	fs.StringVar(&cfg.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
+	fs.Int64Var(&cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
+	fs.BoolVar(&cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
 	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a Go CPU profile to this file until exit (for performance work)")
@@ -152,21 +162,23 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		errs = append(errs, fmt.Errorf("--kafka-max-message-bytes %d: want 1024 to 1073741824", c.maxMessageBytes))
 	}
 	rc := replication.Config{
-		ConnString:      c.pgURL,
-		Slot:            c.slot,
-		Publication:     c.publication,
-		Tables:          tables,
-		Create:          c.create,
-		StatusInterval:  c.statusInterval,
-		ShutdownTimeout: c.shutdownTimeout,
+		ConnString:       c.pgURL,
+		Slot:             c.slot,
+		Publication:      c.publication,
+		Tables:           tables,
+		Create:           c.create,
+		StatusInterval:   c.statusInterval,
+		ShutdownTimeout:  c.shutdownTimeout,
+		RecreateLostSlot: c.recreateLost,
 	}
 	dc := decode.Config{
-		Tables:        tables,
-		IDColumn:      c.idColumn,
-		KeyColumn:     c.keyColumn,
-		PayloadColumn: c.payloadColumn,
-		HeaderColumns: headers,
-		Topic:         c.topic,
+		Tables:         tables,
+		IDColumn:       c.idColumn,
+		KeyColumn:      c.keyColumn,
+		PayloadColumn:  c.payloadColumn,
+		HeaderColumns:  headers,
+		Topic:          c.topic,
+		MaxRecordBytes: c.maxMessageBytes,
 	}
 	sc := sink.Config{
 		Brokers:                splitList(c.brokers),
@@ -179,6 +191,8 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		TopicPartitions:        int32(c.topicPartitions),
 		TopicReplicationFactor: int16(c.topicRF),
 		Null:                   c.benchNullSink,
+		OnPoison:               c.onPoison,
+		DeadLetterTopic:        c.dlqTopic,
 	}
 	if len(sc.Brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
@@ -190,6 +204,9 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	}
 	if _, err := parseLevel(c.logLevel); err != nil {
 		errs = append(errs, err)
+	}
+	if c.lagWarnBytes < 0 {
+		errs = append(errs, fmt.Errorf("--lag-warn-bytes %d: want 0 (never) or more", c.lagWarnBytes))
 	}
 	if c.logFormat != "json" && c.logFormat != "console" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", c.logFormat))

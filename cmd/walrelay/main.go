@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -126,7 +127,14 @@ func runCmd(args []string, stderr io.Writer) int {
 		abort()
 	}()
 
-	r := &relay{rc: rc, dc: dc, sc: sc, log: log}
+	r := &relay{rc: rc, dc: dc, sc: sc, log: log, metrics: metrics.New(), lagWarnBytes: cfg.lagWarnBytes}
+	r.register()
+	if cfg.httpAddr != "" {
+		if _, err := r.serveHTTP(ctx, cfg.httpAddr); err != nil {
+			log.Error("cannot serve http", zap.Error(err))
+			return exitConfig
+		}
+	}
 	err = r.run(ctx, stop)
 	switch {
 	case err == nil:

@@ -4,25 +4,105 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
 
 // relay wires the stages back to front and restarts them after failures.
 type relay struct {
-	rc  replication.Config
-	dc  decode.Config
-	sc  sink.Config
-	log *zap.Logger
+	rc           replication.Config
+	dc           decode.Config
+	sc           sink.Config
+	log          *zap.Logger
+	metrics      *metrics.Metrics
+	lagWarnBytes int64
+
+	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
+	current atomic.Pointer[pipeline]
+	kafkaOK atomic.Bool
+}
+
+// pipeline is the live state of one attempt, read by the HTTP handlers and
+// the metrics.
+type pipeline struct {
+	stream *replication.Stream
+	tr     *checkpoint.Tracker
+	snk    *sink.Sink
+}
+
+// healthy: the process runs and its loops turn.
+func (r *relay) healthy() (bool, string) {
+	limit := max(3*r.rc.StatusInterval, 30*time.Second)
+	last := time.Unix(0, r.beat.Load())
+	if p := r.current.Load(); p != nil && p.stream.Beat().After(last) {
+		last = p.stream.Beat()
+	}
+	if age := time.Since(last); age > limit {
+		return false, fmt.Sprintf("no loop has turned for %s", age.Round(time.Second))
+	}
+	return true, ""
+}
+
+// ready: this instance holds the slot and streams, and Kafka answers.
+func (r *relay) ready() (bool, string) {
+	p := r.current.Load()
+	switch {
+	case p == nil || !p.stream.Streaming():
+		return false, "not streaming: " + r.metrics.State()
+	case !r.kafkaOK.Load():
+		return false, "kafka does not answer"
+	}
+	return true, ""
+}
+
+// register adds the metrics read from the live pipeline.
+func (r *relay) register() {
+	gauge := func(name, help string, f func(p *pipeline) float64) {
+		r.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			if p := r.current.Load(); p != nil {
+				return f(p)
+			}
+			return 0
+		}))
+	}
+	gauge("walrelay_inflight_events", "Events produced and not yet acknowledged by Kafka.", func(p *pipeline) float64 {
+		recs, _, _ := p.tr.InFlight()
+		return float64(recs)
+	})
+	gauge("walrelay_inflight_bytes", "Record bytes buffered in the Kafka client or in flight.", func(p *pipeline) float64 {
+		b, _ := p.snk.Buffered()
+		return float64(b)
+	})
+	gauge("walrelay_oldest_unacked_seconds", "Age of the oldest transaction not yet fully acknowledged by Kafka.", func(p *pipeline) float64 {
+		if _, _, oldest := p.tr.InFlight(); !oldest.IsZero() {
+			return time.Since(oldest).Seconds()
+		}
+		return 0
+	})
+	gauge("walrelay_received_lsn", "WAL start of the last message received (bytes).", func(p *pipeline) float64 { return float64(p.stream.Received()) })
+	gauge("walrelay_confirmed_lsn", "Flush position last confirmed to PostgreSQL (bytes).", func(p *pipeline) float64 { return float64(p.stream.Confirmed()) })
+	gauge("walrelay_server_wal_end_lsn", "Server WAL end from the last keepalive (bytes).", func(p *pipeline) float64 { return float64(p.stream.ServerWALEnd()) })
+	r.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "walrelay_ready", Help: "1 while this instance holds the slot, streams, and Kafka answers.",
+	}, func() float64 {
+		if ok, _ := r.ready(); ok {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // bufferMessages is the capacity of the channel between replication and
@@ -45,9 +125,12 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 	const minBackoff, maxBackoff = 500 * time.Millisecond, 30 * time.Second
 	backoff := minBackoff
 	waiting := false
+	r.beat.Store(time.Now().UnixNano())
+	defer r.metrics.SetState(metrics.StateStopping)
 	for {
 		started := time.Now()
 		err := r.attempt(ctx, stop)
+		r.beat.Store(time.Now().UnixNano())
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
@@ -60,6 +143,7 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 			return nil
 		default:
 		}
+		r.metrics.Restarts.WithLabelValues(cause(err)).Inc()
 		if time.Since(started) > time.Minute {
 			backoff = minBackoff
 		}
@@ -68,12 +152,14 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 			// N.B. a standby polls the slot quickly so that it takes over
 			// within seconds of the active instance going away.
 			wait = time.Second
+			r.metrics.SetState(metrics.StateWaiting)
 			if !waiting {
 				r.log.Info("slot is streamed by another process; waiting to take over", zap.String("slot", r.rc.Slot), zap.Error(err))
 			}
 			waiting = true
 		} else {
 			waiting = false
+			r.metrics.SetState(metrics.StateRestarting)
 			r.log.Warn("restarting from the last confirmed position", zap.Error(err), zap.Duration("backoff", wait))
 			backoff = min(backoff*2, maxBackoff)
 		}
@@ -87,44 +173,85 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 	}
 }
 
+// stageError marks which side an attempt failed on.
+type stageError struct {
+	cause string // postgres or kafka
+	err   error
+}
+
+func (e *stageError) Error() string { return e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
+
+func onPostgres(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stageError{cause: "postgres", err: err}
+}
+
+func onKafka(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stageError{cause: "kafka", err: err}
+}
+
+// cause classifies a restart for walrelay_restarts_total.
+func cause(err error) string {
+	var se *stageError
+	if errors.As(err, &se) {
+		return se.cause
+	}
+	return "other"
+}
+
 // attempt runs one pipeline: one replication connection, one Kafka client,
 // one checkpoint tracker starting at the slot's confirmed position.
 func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	st, err := replication.Prepare(ctx, r.rc, r.log)
 	if err != nil {
-		return err
+		return onPostgres(err)
 	}
 	if err := checkColumns(ctx, r.rc.ConnString, r.dc); err != nil {
-		return err
+		return onPostgres(err)
 	}
 	tr := checkpoint.New(st.ConfirmedFlush)
-	snk, err := sink.New(r.sc, tr, r.log)
+	sc := r.sc
+	sc.Metrics = r.metrics
+	snk, err := sink.New(sc, tr, r.log)
 	if err != nil {
 		return err
 	}
 	// N.B. on any failure the client is discarded with whatever it still
 	// holds; the next attempt re-reads from the confirmed position.
 	defer snk.Close()
-	if err := snk.Ping(ctx); err != nil {
-		return err
+	if err := snk.Start(ctx); err != nil {
+		r.kafkaOK.Store(false)
+		return onKafka(err)
 	}
+	r.kafkaOK.Store(true)
 	dec, err := decode.New(r.dc, r.log)
 	if err != nil {
 		return err
 	}
 	stream := replication.New(r.rc, tr, r.log)
+	r.current.Store(&pipeline{stream: stream, tr: tr, snk: snk})
 	msgs := make(chan replication.Message, bufferMessages)
 	drained := make(chan struct{})
+	pipelineDone := make(chan struct{})
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return stream.Run(gctx, stop, st.ConfirmedFlush, msgs, drained)
+		return onPostgres(stream.Run(gctx, stop, st.ConfirmedFlush, msgs, drained))
 	})
 	g.Go(func() error {
+		defer close(pipelineDone)
+		var ignored uint64
 		for {
 			select {
 			case m, ok := <-msgs:
 				if !ok {
+					r.metrics.SetState(metrics.StateStopping)
 					return r.drain(gctx, snk, tr, drained)
 				}
 				tx, err := dec.Decode(m.Data)
@@ -135,14 +262,84 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 					continue
 				}
 				if err := snk.Produce(gctx, tx); err != nil {
-					return err
+					return onKafka(err)
+				}
+				if tx.Last {
+					r.metrics.Transactions.Inc()
+					if n := dec.Stats.Ignored; n != ignored {
+						r.metrics.Ignored.Add(float64(n - ignored))
+						ignored = n
+					}
 				}
 			case <-snk.Failed():
-				return snk.Err()
+				return onKafka(snk.Err())
 			}
 		}
 	})
+	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk) })
 	return g.Wait()
+}
+
+// watch polls the slot and Kafka while the pipeline runs: it sets the
+// state, warns about lag, and stops the relay if the slot is lost.
+func (r *relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink) error {
+	interval := min(r.rc.StatusInterval, 5*time.Second)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var lastPoll time.Time
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	var lastWarn time.Time
+	for {
+		if stream.Streaming() && r.metrics.State() != metrics.StateStopping {
+			r.metrics.SetState(metrics.StateStreaming)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-done:
+			return nil
+		case <-tick.C:
+		}
+		if time.Since(lastPoll) < interval {
+			continue
+		}
+		lastPoll = time.Now()
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		r.kafkaOK.Store(snk.Ping(pctx) == nil)
+		if conn == nil {
+			conn, _ = pgx.Connect(pctx, r.rc.ConnString)
+		}
+		if conn != nil {
+			st, err := replication.QuerySlot(pctx, conn, r.rc.Slot)
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+			} else {
+				r.metrics.SlotLagBytes.Set(float64(st.LagBytes))
+				r.metrics.SetWALStatus(st.WALStatus)
+				if st.SafeWALSize != nil {
+					r.metrics.SlotSafeWALSize.Set(float64(*st.SafeWALSize))
+				} else {
+					r.metrics.SlotSafeWALSize.Set(math.NaN())
+				}
+				if st.WALStatus == "lost" {
+					cancel()
+					return fmt.Errorf("%w: slot %q has wal_status lost while streaming: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)", replication.ErrSlotLost, r.rc.Slot)
+				}
+				if r.lagWarnBytes > 0 && st.LagBytes > r.lagWarnBytes && time.Since(lastWarn) > time.Minute {
+					lastWarn = time.Now()
+					r.log.Warn("slot lag above --lag-warn-bytes", zap.String("slot", r.rc.Slot), zap.Int64("lag_bytes", st.LagBytes),
+						zap.String("wal_status", st.WALStatus), zap.Int64p("safe_wal_size", st.SafeWALSize))
+				}
+			}
+		}
+		cancel()
+	}
 }
 
 // drain waits for outstanding acknowledgements after a graceful stop, then

@@ -99,6 +99,7 @@ func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
 		"--status-interval", "1s",
 		"--topic-partitions", "3",
 		"--log-level", "info",
+		"--http-addr", "127.0.0.1:0",
 	}
 	all = append(all, args...)
 	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano()))

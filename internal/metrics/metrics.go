@@ -1,0 +1,177 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// States of the relay, exported as walrelay_state{state="..."} = 1.
+const (
+	StateStarting   = "starting"
+	StateWaiting    = "waiting_for_slot"
+	StateStreaming  = "streaming"
+	StateRestarting = "restarting"
+	StateStopping   = "stopping"
+)
+
+var states = []string{StateStarting, StateWaiting, StateStreaming, StateRestarting, StateStopping}
+
+// WALStatuses are the values of pg_replication_slots.wal_status.
+var WALStatuses = []string{"reserved", "extended", "unreserved", "lost"}
+
+// Metrics are walrelay's metrics.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	published        *prometheus.CounterVec
+	publishedByTopic sync.Map // topic → prometheus.Counter
+	DeadLettered     *prometheus.CounterVec
+	Ignored          prometheus.Counter
+	Transactions     prometheus.Counter
+	ProduceFailures  prometheus.Counter
+	KafkaErrors      prometheus.Counter
+	CommitToAck      prometheus.Histogram
+	Restarts         *prometheus.CounterVec
+	SlotLagBytes     prometheus.Gauge
+	SlotSafeWALSize  prometheus.Gauge
+	slotWALStatus    *prometheus.GaugeVec
+	state            *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	current string
+}
+
+// New registers every metric on a new registry, with Go and process
+// collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_events_published_total", Help: "Outbox events acknowledged by Kafka, by topic.",
+		}, []string{"topic"}),
+		DeadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_events_dead_lettered_total", Help: "Outbox events written to the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		Ignored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_changes_ignored_total", Help: "Updates, deletes and truncates of outbox tables, which are never published.",
+		}),
+		Transactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_transactions_total", Help: "Committed transactions decoded.",
+		}),
+		ProduceFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_produce_failures_total", Help: "Records that finally failed after the client's retries; each one restarts streaming from the confirmed position.",
+		}),
+		KafkaErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_kafka_produce_request_errors_total", Help: "Produce requests that failed and were retried by the Kafka client.",
+		}),
+		CommitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "walrelay_commit_to_ack_seconds",
+			Help:    "Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_restarts_total", Help: "Pipeline restarts from the last confirmed position, by cause (postgres, kafka, other).",
+		}, []string{"cause"}),
+		SlotLagBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_slot_lag_bytes", Help: "pg_current_wal_lsn() - confirmed_flush_lsn of the slot, polled.",
+		}),
+		SlotSafeWALSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_slot_safe_wal_size_bytes", Help: "pg_replication_slots.safe_wal_size: WAL that can still be written before the slot is lost (NaN when unlimited).",
+		}),
+		slotWALStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walrelay_slot_wal_status", Help: "1 for the slot's current pg_replication_slots.wal_status.",
+		}, []string{"status"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walrelay_state", Help: "1 for the relay's current state.",
+		}, []string{"state"}),
+	}
+	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.Transactions, m.ProduceFailures,
+		m.KafkaErrors, m.CommitToAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range []string{"postgres", "kafka", "other"} {
+		m.Restarts.WithLabelValues(c)
+	}
+	for _, s := range states {
+		m.state.WithLabelValues(s)
+	}
+	m.SetState(StateStarting)
+	return m
+}
+
+// Published counts one record acknowledged on topic. Safe for concurrent use.
+func (m *Metrics) Published(topic string, commit time.Time) {
+	if m == nil {
+		return
+	}
+	c, ok := m.publishedByTopic.Load(topic)
+	if !ok {
+		c, _ = m.publishedByTopic.LoadOrStore(topic, m.published.WithLabelValues(topic))
+	}
+	c.(prometheus.Counter).Inc()
+	m.CommitToAck.Observe(time.Since(commit).Seconds())
+}
+
+// DeadLetter counts one dead-lettered event.
+func (m *Metrics) DeadLetter(reason string) {
+	if m != nil {
+		m.DeadLettered.WithLabelValues(reason).Inc()
+	}
+}
+
+// Failure counts one record that finally failed.
+func (m *Metrics) Failure() {
+	if m != nil {
+		m.ProduceFailures.Inc()
+	}
+}
+
+// KafkaError counts one failed produce request.
+func (m *Metrics) KafkaError() {
+	if m != nil {
+		m.KafkaErrors.Inc()
+	}
+}
+
+// SetState makes state the current one.
+func (m *Metrics) SetState(state string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.current = state
+	for _, s := range states {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.state.WithLabelValues(s).Set(v)
+	}
+}
+
+// State is the current state.
+func (m *Metrics) State() string {
+	if m == nil {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.current
+}
+
+// SetWALStatus records the slot's wal_status.
+func (m *Metrics) SetWALStatus(status string) {
+	if m == nil {
+		return
+	}
+	for _, s := range WALStatuses {
+		v := 0.0
+		if s == status {
+			v = 1
+		}
+		m.slotWALStatus.WithLabelValues(s).Set(v)
+	}
+}
