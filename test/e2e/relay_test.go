@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,10 +248,16 @@ type collector struct {
 
 func (e *env) collect(t *testing.T) *collector {
 	t.Helper()
+	return e.collectRE(t, e.topicRE())
+}
+
+// collectRE reads every topic matching the regular expression re.
+func (e *env) collectRE(t *testing.T, re string) *collector {
+	t.Helper()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(e.bed.Brokers()...),
 		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics(e.topicRE()),
+		kgo.ConsumeTopics(re),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.MetadataMaxAge(time.Second),
 		kgo.MetadataMinAge(200*time.Millisecond),
@@ -403,4 +411,63 @@ func (p *relayProc) WaitStreaming() {
 		s := p.env.bed.Slot(p.t, p.env.dsn, p.env.slot)
 		return s.Active && s.ActivePID != 0
 	})
+}
+
+var httpAddrRE = regexp.MustCompile(`"msg":"serving /metrics, /healthz and /readyz","addr":"([^"]+)"`)
+
+// HTTPAddr waits for the address walrelay serves /metrics on.
+func (p *relayProc) HTTPAddr() string {
+	p.t.Helper()
+	var addr string
+	waitFor(p.t, 30*time.Second, "walrelay to serve http", func() bool {
+		if m := httpAddrRE.FindStringSubmatch(p.Log()); m != nil {
+			addr = m[1]
+			return true
+		}
+		return false
+	})
+	return addr
+}
+
+// Get fetches a path from walrelay's HTTP server.
+func (p *relayProc) Get(path string) (int, string) {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.HTTPAddr() + path)
+	if err != nil {
+		p.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Metric returns the value of one sample of /metrics, e.g.
+// walrelay_events_published_total{topic="x"}, summing samples when the
+// name has no labels and several label sets exist.
+func (p *relayProc) Metric(name string) float64 {
+	p.t.Helper()
+	_, body := p.Get("/metrics")
+	sum, found := 0.0, false
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		series := line[:i]
+		if series == name || !strings.Contains(name, "{") && strings.HasPrefix(series, name+"{") {
+			v, err := strconv.ParseFloat(line[i+1:], 64)
+			if err != nil {
+				p.t.Fatalf("metric %s: %v", line, err)
+			}
+			sum += v
+			found = true
+		}
+	}
+	if !found {
+		p.t.Fatalf("metric %s not in /metrics", name)
+	}
+	return sum
 }

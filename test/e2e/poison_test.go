@@ -1,0 +1,290 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// looseOutbox is an outbox without NOT NULL or key constraints, so that a
+// test can commit the rows a careless application would.
+const looseOutbox = `
+DROP TABLE outbox;
+CREATE TABLE outbox (id text, aggregatetype text, aggregateid text, type text, payload jsonb);`
+
+// TestPoisonEventsAreDeadLettered: each kind of row that cannot become a
+// record goes to the dead-letter topic with its headers; the good events
+// around it arrive in order; the slot moves past all of them.
+func TestPoisonEventsAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.bed.Exec(t, e.dsn, looseOutbox)
+	dlq := e.prefix + ".dlq"
+	good := e.aggType(0)
+	strict := e.prefix + "_strict"
+	// A topic whose broker rejects every record's timestamp as too old.
+	e.bed.CreateTopic(t, "outbox.event."+strict, 1)
+	adm := kadm.NewClient(mustClient(t, e))
+	if _, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "message.timestamp.before.max.ms", Value: ptr("0")}}, "outbox.event."+strict); err != nil {
+		t.Fatalf("alter topic config: %v", err)
+	}
+	c := e.collect(t)
+	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay := e.startRelay(t, "--dlq-topic", dlq, "--kafka-max-message-bytes", "200000")
+	relay.WaitStreaming()
+
+	type row struct {
+		id, aggType, key, payload *string
+		class                     string // "" for a good event
+	}
+	s := func(v string) *string { return &v }
+	seq := 0
+	goodRow := func() row {
+		seq++
+		return row{id: s(newUUID()), aggType: s(good), key: s("agg-1"), payload: s(fmt.Sprintf(`{"seq": %d}`, seq))}
+	}
+	rows := []row{
+		goodRow(),
+		{id: s(newUUID()), aggType: s(good), key: nil, payload: s(`{"case": "null key"}`), class: "null_key"},
+		goodRow(),
+		{id: s(newUUID()), aggType: s(good), key: s(""), payload: s(`{"case": "empty key"}`), class: "empty_key"},
+		goodRow(),
+		{id: nil, aggType: s(good), key: s("agg-1"), payload: s(`{"case": "null id"}`), class: "null_id"},
+		goodRow(),
+		{id: s(newUUID()), aggType: s("bad name!"), key: s("agg-1"), payload: s(`{"case": "invalid topic"}`), class: "invalid_topic"},
+		goodRow(),
+		{id: s(newUUID()), aggType: s(good), key: s("agg-1"), payload: s(`{"big": "` + strings.Repeat("x", 300000) + `"}`), class: "too_large"},
+		goodRow(),
+		{id: s(newUUID()), aggType: s(strict), key: s("agg-1"), payload: s(`{"case": "rejected"}`), class: "rejected_by_broker"},
+		goodRow(),
+	}
+	ctx := context.Background()
+	conn := connect(t, e.dsn)
+	defer conn.Close(ctx)
+	for i, r := range rows {
+		// Every other row shares a transaction with the next one.
+		if _, err := conn.Exec(ctx, `INSERT INTO outbox VALUES ($1, $2, $3, 'OrderCreated', $4::jsonb)`, r.id, r.aggType, r.key, r.payload); err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+	}
+	after := e.bed.CurrentWALLSN(t, e.dsn)
+	poison := 0
+	for _, r := range rows {
+		if r.class != "" {
+			poison++
+		}
+	}
+	recs := c.WaitFor(seq, time.Minute)
+	dead := dc.WaitFor(poison, time.Minute)
+	waitFor(t, 30*time.Second, "the slot to move past the poison events", func() bool {
+		return e.bed.Slot(t, e.dsn, e.slot).ConfirmedFlushLSN >= after
+	})
+
+	// The good events, in order, none missing.
+	var got []string
+	for _, r := range recs {
+		if r.Topic == "outbox.event."+good {
+			got = append(got, string(r.Value))
+		}
+	}
+	if len(got) != seq {
+		t.Errorf("%d good records, want %d: %q", len(got), seq, got)
+	}
+	for i, v := range got {
+		if want := fmt.Sprintf(`{"seq": %d}`, i+1); v != want {
+			t.Errorf("good record %d: %s, want %s", i, v, want)
+		}
+	}
+	// Each poison event once in the dead-letter topic, with its headers.
+	byClass := map[string]*kgo.Record{}
+	for _, r := range dead {
+		cls, _ := header(r, "walrelay.error.class")
+		if byClass[cls] != nil {
+			t.Errorf("two dead-letter records of class %s", cls)
+		}
+		byClass[cls] = r
+	}
+	for _, r := range rows {
+		if r.class == "" {
+			continue
+		}
+		d := byClass[r.class]
+		if d == nil {
+			t.Errorf("no dead-letter record of class %s (have %v)", r.class, keys(byClass))
+			continue
+		}
+		for _, h := range []string{"walrelay.error.message", "walrelay.source.table", "walrelay.commit.lsn", "walrelay.xid"} {
+			if v, ok := header(d, h); !ok || v == "" {
+				t.Errorf("class %s: header %s missing", r.class, h)
+			}
+		}
+		if tbl, _ := header(d, "walrelay.source.table"); tbl != "public.outbox" {
+			t.Errorf("class %s: source table %q", r.class, tbl)
+		}
+		if r.id != nil {
+			if id, _ := header(d, "walrelay.event.id"); id != *r.id {
+				t.Errorf("class %s: event id header %q, want %q", r.class, id, *r.id)
+			}
+		}
+		switch r.class {
+		case "too_large":
+			if col, _ := header(d, "walrelay.dropped.column"); col != "payload" {
+				t.Errorf("too_large: dropped column %q, want payload", col)
+			}
+			if n, _ := header(d, "walrelay.dropped.bytes"); n == "" || n == "0" {
+				t.Errorf("too_large: dropped bytes %q", n)
+			}
+			if len(d.Value) > 10000 || !strings.Contains(string(d.Value), `"aggregateid":"agg-1"`) {
+				t.Errorf("too_large: value should be the row without its payload, got %d bytes", len(d.Value))
+			}
+		case "rejected_by_broker":
+			if ot, _ := header(d, "walrelay.original.topic"); ot != "outbox.event."+strict {
+				t.Errorf("rejected: original topic %q", ot)
+			}
+		default:
+			if !strings.Contains(string(d.Value), `"case":`) {
+				t.Errorf("class %s: value %s is not the row as JSON", r.class, d.Value)
+			}
+		}
+	}
+	for class, want := range map[string]float64{"null_key": 1, "empty_key": 1, "null_id": 1, "invalid_topic": 1, "too_large": 1, "rejected_by_broker": 1} {
+		if got := relay.Metric(fmt.Sprintf(`walrelay_events_dead_lettered_total{reason=%q}`, class)); got != want {
+			t.Errorf("walrelay_events_dead_lettered_total{reason=%q} = %v, want %v", class, got, want)
+		}
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d, want 0", code)
+	}
+}
+
+// TestHaltOnPoison: with --on-poison=halt walrelay stops with a clear error
+// and does not confirm past the poison event.
+func TestHaltOnPoison(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.bed.Exec(t, e.dsn, looseOutbox)
+	c := e.collect(t)
+	relay := e.startRelay(t, "--on-poison", "halt")
+	relay.WaitStreaming()
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, newUUID(), e.aggType(0))
+	c.WaitFor(1, time.Minute)
+	before := e.bed.CurrentWALLSN(t, e.dsn)
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, newUUID(), e.aggType(0))
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, newUUID(), e.aggType(0))
+	code := relay.wait(time.Minute)
+	if code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	if log := relay.Log(); !strings.Contains(log, "poison event") || !strings.Contains(log, "null key") {
+		t.Errorf("the log does not say which poison event stopped walrelay")
+	}
+	if s := e.bed.Slot(t, e.dsn, e.slot); s.ConfirmedFlushLSN > before {
+		t.Errorf("confirmed_flush_lsn %s passed the poison event (committed after %s)", s.ConfirmedFlushLSN, before)
+	}
+	time.Sleep(time.Second)
+	if n := c.Len(); n != 1 {
+		t.Errorf("%d records in Kafka, want only the one before the poison event", n)
+	}
+}
+
+// TestNonInsertChangesAreIgnored: updates, deletes and truncates of the
+// outbox are never published, and are counted.
+func TestNonInsertChangesAreIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.bed.Exec(t, e.dsn, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert, update, delete, truncate')`, e.pub))
+	c := e.collect(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+	id1, id2 := newUUID(), newUUID()
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $3, 'agg-1', 'T', '{"n": 1}'), ($2, $3, 'agg-1', 'T', '{"n": 2}')`, id1, id2, e.aggType(0))
+	e.bed.Exec(t, e.dsn, `UPDATE outbox SET payload = '{"n": 3}' WHERE id = $1`, id1)
+	e.bed.Exec(t, e.dsn, `DELETE FROM outbox WHERE id = $1`, id2)
+	e.bed.Exec(t, e.dsn, `TRUNCATE outbox`)
+	last := newUUID()
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 4}')`, last, e.aggType(0))
+	recs := c.WaitFor(3, time.Minute)
+	time.Sleep(time.Second)
+	recs = c.Records()
+	var ids []string
+	for _, r := range recs {
+		id, _ := header(r, "id")
+		ids = append(ids, id)
+	}
+	if want := []string{id1, id2, last}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("records %v, want the three inserts %v", ids, want)
+	}
+	if got := relay.Metric("walrelay_changes_ignored_total"); got != 3 {
+		t.Errorf("walrelay_changes_ignored_total = %v, want 3 (update, delete, truncate)", got)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// TestSchemaChangesWhileStreaming: the relation cache follows ALTER TABLE;
+// rows that can still be mapped flow, the others are dead-lettered with a
+// message naming the missing column.
+func TestSchemaChangesWhileStreaming(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dlq := e.prefix + ".dlq"
+	c := e.collect(t)
+	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay := e.startRelay(t, "--dlq-topic", dlq)
+	relay.WaitStreaming()
+	ins := func(n int) {
+		e.bed.Exec(t, e.dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'agg-1', 'T', jsonb_build_object('n', $3::int))`, newUUID(), e.aggType(0), n)
+	}
+	ins(1)
+	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox ADD COLUMN extra text DEFAULT 'x'`)
+	ins(2)
+	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox DROP COLUMN extra`)
+	ins(3)
+	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox ALTER COLUMN type TYPE varchar(100)`)
+	ins(4)
+	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox RENAME COLUMN aggregateid TO aggregate_id`)
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox (id, aggregatetype, aggregate_id, type, payload) VALUES ($1, $2, 'agg-1', 'T', '{"n": 5}')`, newUUID(), e.aggType(0))
+	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox RENAME COLUMN aggregate_id TO aggregateid`)
+	ins(6)
+	recs := c.WaitFor(5, time.Minute)
+	dead := dc.WaitFor(1, time.Minute)
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	if want := []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`, `{"n": 4}`, `{"n": 6}`}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("records %q, want %q", got, want)
+	}
+	if msg, _ := header(dead[0], "walrelay.error.message"); !strings.Contains(msg, `"aggregateid"`) {
+		t.Errorf("dead-letter message %q does not name the missing column", msg)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+func mustClient(t *testing.T, e *env) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.bed.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
