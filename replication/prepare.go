@@ -133,56 +133,147 @@ type SlotState struct {
 // Prepare checks the server, the publication and the slot, creating the
 // latter two when cfg.Create allows.
 func Prepare(ctx context.Context, cfg Config, log *zap.Logger) (SlotState, error) {
+	p, err := newPrep(ctx, cfg, log, false)
+	if err != nil {
+		return SlotState{}, err
+	}
+	defer p.conn.Close(context.WithoutCancel(ctx))
+	for _, step := range p.steps() {
+		if _, err := step.run(ctx); err != nil {
+			return p.st, err
+		}
+	}
+	return p.st, nil
+}
+
+// Check is the outcome of one preflight check.
+type Check struct {
+	Name string
+	Err  error  // nil: passed
+	Note string // what passing means, e.g. "will be created at start"
+}
+
+// Preflight runs every check of Prepare without creating anything.
+func Preflight(ctx context.Context, cfg Config, log *zap.Logger) []Check {
+	p, err := newPrep(ctx, cfg, log, true)
+	if err != nil {
+		return []Check{{Name: "connect to PostgreSQL", Err: err}}
+	}
+	defer p.conn.Close(context.WithoutCancel(ctx))
+	checks := []Check{{Name: "connect to PostgreSQL", Note: fmt.Sprintf("database %q as role %q", p.db, p.user)}}
+	for _, step := range p.steps() {
+		note, err := step.run(ctx)
+		checks = append(checks, Check{Name: step.name, Err: err, Note: note})
+	}
+	return checks
+}
+
+// prep is one run of the setup checks over one connection.
+type prep struct {
+	conn     *pgx.Conn
+	cfg      Config
+	log      *zap.Logger
+	dryRun   bool
+	db, user string
+	st       SlotState
+}
+
+type step struct {
+	name string
+	run  func(context.Context) (note string, err error)
+}
+
+func newPrep(ctx context.Context, cfg Config, log *zap.Logger, dryRun bool) (*prep, error) {
 	cfg = cfg.withDefaults()
-	log = log.Named("replication")
 	conn, err := pgx.Connect(ctx, cfg.ConnString)
 	if err != nil {
-		return SlotState{}, fmt.Errorf("connect to postgresql: %w", err)
+		return nil, fmt.Errorf("connect to postgresql: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	p := &prep{conn: conn, cfg: cfg, log: log.Named("replication"), dryRun: dryRun}
+	if err := conn.QueryRow(ctx, `SELECT current_user, current_database()`).Scan(&p.user, &p.db); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("read current user: %w", err)
+	}
+	return p, nil
+}
 
-	var st SlotState
-	var walLevel, senderTimeout string
-	var canReplicate bool
-	var user, db string
-	err = conn.QueryRow(ctx, `SELECT current_setting('wal_level'), current_setting('wal_sender_timeout'),
-		r.rolreplication OR r.rolsuper, current_user, current_database()
-		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&walLevel, &senderTimeout, &canReplicate, &user, &db)
-	if err != nil {
-		return st, fmt.Errorf("read server settings: %w", err)
+func (p *prep) steps() []step {
+	return []step{
+		{"wal_level is logical", p.walLevel},
+		{"role may replicate", p.role},
+		{"status interval fits wal_sender_timeout", p.senderTimeout},
+		{"outbox tables exist", p.tables},
+		{"publication", func(ctx context.Context) (string, error) {
+			return preparePublication(ctx, p.conn, p.cfg, p.log, p.dryRun)
+		}},
+		{"replication slot", p.slot},
+	}
+}
+
+func (p *prep) walLevel(ctx context.Context) (string, error) {
+	var walLevel string
+	if err := p.conn.QueryRow(ctx, `SELECT current_setting('wal_level')`).Scan(&walLevel); err != nil {
+		return "", fmt.Errorf("read wal_level: %w", err)
 	}
 	if walLevel != "logical" {
-		return st, setupErrorf("wal_level is %q; logical decoding needs wal_level = logical: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL", walLevel)
+		return "", setupErrorf("wal_level is %q; logical decoding needs wal_level = logical: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL", walLevel)
+	}
+	return "", nil
+}
+
+func (p *prep) role(ctx context.Context) (string, error) {
+	var canReplicate bool
+	if err := p.conn.QueryRow(ctx, `SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&canReplicate); err != nil {
+		return "", fmt.Errorf("read role: %w", err)
 	}
 	if !canReplicate {
-		return st, setupErrorf("role %q lacks the REPLICATION attribute: run ALTER ROLE %s WITH REPLICATION; as a superuser", user, pgx.Identifier{user}.Sanitize())
+		return "", setupErrorf("role %q lacks the REPLICATION attribute: run ALTER ROLE %s WITH REPLICATION; as a superuser", p.user, pgx.Identifier{p.user}.Sanitize())
 	}
-	st.WALSenderTimeout = parsePGDuration(senderTimeout)
-	if st.WALSenderTimeout > 0 && cfg.StatusInterval >= st.WALSenderTimeout/2 {
-		return st, setupErrorf("status interval %s is not below half of the server's wal_sender_timeout (%s): lower --status-interval", cfg.StatusInterval, st.WALSenderTimeout)
-	}
+	return "", nil
+}
 
+func (p *prep) senderTimeout(ctx context.Context) (string, error) {
+	var senderTimeout string
+	if err := p.conn.QueryRow(ctx, `SELECT current_setting('wal_sender_timeout')`).Scan(&senderTimeout); err != nil {
+		return "", fmt.Errorf("read wal_sender_timeout: %w", err)
+	}
+	p.st.WALSenderTimeout = parsePGDuration(senderTimeout)
+	if p.st.WALSenderTimeout > 0 && p.cfg.StatusInterval >= p.st.WALSenderTimeout/2 {
+		return "", setupErrorf("status interval %s is not below half of the server's wal_sender_timeout (%s): lower --status-interval", p.cfg.StatusInterval, p.st.WALSenderTimeout)
+	}
+	return fmt.Sprintf("wal_sender_timeout %s, status interval %s", senderTimeout, p.cfg.StatusInterval), nil
+}
+
+func (p *prep) tables(ctx context.Context) (string, error) {
 	var missing []string
-	for _, t := range cfg.Tables {
+	for _, t := range p.cfg.Tables {
 		var ok bool
-		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, quoteTable(t)).Scan(&ok); err != nil {
-			return st, fmt.Errorf("look up table %s: %w", t, err)
+		if err := p.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, quoteTable(t)).Scan(&ok); err != nil {
+			return "", fmt.Errorf("look up table %s: %w", t, err)
 		}
 		if !ok {
 			missing = append(missing, t)
 		}
 	}
 	if len(missing) > 0 {
-		return st, setupErrorf("outbox table %s does not exist in database %q: create it (see the README's outbox table) or fix --table", strings.Join(missing, ", "), db)
+		return "", setupErrorf("outbox table %s does not exist in database %q: create it (see the README's outbox table) or fix --table", strings.Join(missing, ", "), p.db)
 	}
-
-	if err := preparePublication(ctx, conn, cfg, log); err != nil {
-		return st, err
-	}
-	return prepareSlot(ctx, conn, cfg, db, st, log)
+	return strings.Join(p.cfg.Tables, ", "), nil
 }
 
-func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *zap.Logger) error {
+func (p *prep) slot(ctx context.Context) (string, error) {
+	st, err := prepareSlot(ctx, p.conn, p.cfg, p.db, p.st, p.log, p.dryRun)
+	p.st = st
+	if err != nil {
+		return "", err
+	}
+	if st.Created && p.dryRun {
+		return "missing: will be created at start (--create)", nil
+	}
+	return fmt.Sprintf("confirmed_flush_lsn %s, wal_status %s", st.ConfirmedFlush, st.WALStatus), nil
+}
+
+func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *zap.Logger, dryRun bool) (string, error) {
 	var pubInsert bool
 	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, cfg.Publication).Scan(&pubInsert)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -193,34 +284,37 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
 			pgx.Identifier{cfg.Publication}.Sanitize(), strings.Join(quoted, ", "))
 		if !cfg.Create {
-			return setupErrorf("publication %q does not exist: run %s; or start with --create", cfg.Publication, sql)
+			return "", setupErrorf("publication %q does not exist: run %s; or start with --create", cfg.Publication, sql)
+		}
+		if dryRun {
+			return "missing: will be created at start (--create): " + sql, nil
 		}
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object: created concurrently
-				return preparePublication(ctx, conn, cfg, log)
+				return preparePublication(ctx, conn, cfg, log, dryRun)
 			}
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
-				return setupErrorf("create publication %q: %s: the table owner or a superuser must run %s;", cfg.Publication, pgErr.Message, sql)
+				return "", setupErrorf("create publication %q: %s: the table owner or a superuser must run %s;", cfg.Publication, pgErr.Message, sql)
 			}
-			return fmt.Errorf("create publication: %w", err)
+			return "", fmt.Errorf("create publication: %w", err)
 		}
 		log.Info("created publication", zap.String("publication", cfg.Publication), zap.Strings("tables", cfg.Tables))
-		return nil
+		return "created", nil
 	}
 	if err != nil {
-		return fmt.Errorf("look up publication: %w", err)
+		return "", fmt.Errorf("look up publication: %w", err)
 	}
 	if !pubInsert {
-		return setupErrorf("publication %q does not publish inserts: run ALTER PUBLICATION %s SET (publish = 'insert');", cfg.Publication, pgx.Identifier{cfg.Publication}.Sanitize())
+		return "", setupErrorf("publication %q does not publish inserts: run ALTER PUBLICATION %s SET (publish = 'insert');", cfg.Publication, pgx.Identifier{cfg.Publication}.Sanitize())
 	}
 	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication)
 	if err != nil {
-		return fmt.Errorf("list publication tables: %w", err)
+		return "", fmt.Errorf("list publication tables: %w", err)
 	}
 	in, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("list publication tables: %w", err)
+		return "", fmt.Errorf("list publication tables: %w", err)
 	}
 	for _, t := range cfg.Tables {
 		s, n := splitTable(t)
@@ -229,13 +323,13 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 			found = found || p == s+"."+n
 		}
 		if !found {
-			return setupErrorf("publication %q does not include table %s: run ALTER PUBLICATION %s ADD TABLE %s;", cfg.Publication, t, pgx.Identifier{cfg.Publication}.Sanitize(), quoteTable(t))
+			return "", setupErrorf("publication %q does not include table %s: run ALTER PUBLICATION %s ADD TABLE %s;", cfg.Publication, t, pgx.Identifier{cfg.Publication}.Sanitize(), quoteTable(t))
 		}
 	}
-	return nil
+	return fmt.Sprintf("publishes inserts of %s", strings.Join(cfg.Tables, ", ")), nil
 }
 
-func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st SlotState, log *zap.Logger) (SlotState, error) {
+func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st SlotState, log *zap.Logger, dryRun bool) (SlotState, error) {
 	var plugin, slotType, slotDB, walStatus *string
 	var confirmed *pglogrepl.LSN
 	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text
@@ -244,12 +338,16 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st 
 		if !cfg.Create {
 			return st, setupErrorf("replication slot %q does not exist: run SELECT pg_create_logical_replication_slot('%s', 'pgoutput'); or start with --create", cfg.Slot, cfg.Slot)
 		}
+		if dryRun {
+			st.Created = true
+			return st, nil
+		}
 		var lsn pglogrepl.LSN
 		err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, cfg.Slot).Scan(&lsn)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created concurrently
-				return prepareSlot(ctx, conn, cfg, db, st, log)
+				return prepareSlot(ctx, conn, cfg, db, st, log, dryRun)
 			}
 			return st, fmt.Errorf("create replication slot: %w", err)
 		}
@@ -268,13 +366,13 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st 
 		return st, setupErrorf("replication slot %q belongs to database %q, not %q: connect to that database or choose another --slot", cfg.Slot, deref(slotDB), db)
 	}
 	st.WALStatus = deref(walStatus)
-	if (st.WALStatus == "lost" || confirmed == nil) && cfg.RecreateLostSlot {
+	if (st.WALStatus == "lost" || confirmed == nil) && cfg.RecreateLostSlot && !dryRun {
 		log.Error("replication slot lost: dropping and re-creating it as --recreate-lost-slot asks; events committed while the slot was behind were NOT relayed",
 			zap.String("slot", cfg.Slot), zap.String("wal_status", st.WALStatus))
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, cfg.Slot); err != nil {
 			return st, fmt.Errorf("drop lost replication slot: %w", err)
 		}
-		return prepareSlot(ctx, conn, cfg, db, st, log)
+		return prepareSlot(ctx, conn, cfg, db, st, log, false)
 	}
 	if st.WALStatus == "lost" || confirmed == nil {
 		return st, fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; start once with --recreate-lost-slot to drop and re-create it (see the README's \"Slot lost\" section)", ErrSlotLost, cfg.Slot, st.WALStatus)

@@ -41,6 +41,14 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "run":
 		return runCmd(args, stderr)
+	case "check":
+		return checkCmd(args, stdout, stderr)
+	case "status":
+		return statusCmd(args, stdout, stderr)
+	case "setup":
+		return setupCmd(args, stdout, stderr)
+	case "health":
+		return healthCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "walrelay", version)
 		return exitOK
@@ -58,6 +66,10 @@ const usage = `Usage: walrelay [command] [flags]
 
 Commands:
   run      stream outbox inserts to Kafka (the default)
+  check    check PostgreSQL and Kafka for everything run needs, without streaming
+  status   show the slot: active, confirmed position, lag, wal_status
+  setup    create (or --print) the role, publication and slot walrelay needs
+  health   probe a running walrelay's /readyz (for container health checks)
   version  print the version
   help     print this text
 
@@ -143,9 +155,11 @@ func runCmd(args []string, stderr io.Writer) int {
 		return exitOK
 	case errors.Is(err, replication.ErrSlotLost):
 		log.Error("replication slot lost", zap.Error(err))
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitSlotLost
 	case isConfigError(err):
 		log.Error("cannot run: fix the setup and start again", zap.Error(err))
+		fmt.Fprintf(stderr, "walrelay: cannot run: %v\n", err)
 		return exitConfig
 	}
 	log.Error("stopped on error", zap.Error(err))

@@ -208,11 +208,12 @@ func cause(err error) string {
 // attempt runs one pipeline: one replication connection, one Kafka client,
 // one checkpoint tracker starting at the slot's confirmed position.
 func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
-	st, err := replication.Prepare(ctx, r.rc, r.log)
-	if err != nil {
+	// Columns first: nothing is created for a mapping that cannot work.
+	if err := checkColumns(ctx, r.rc.ConnString, r.dc); err != nil {
 		return onPostgres(err)
 	}
-	if err := checkColumns(ctx, r.rc.ConnString, r.dc); err != nil {
+	st, err := replication.Prepare(ctx, r.rc, r.log)
+	if err != nil {
 		return onPostgres(err)
 	}
 	tr := checkpoint.New(st.ConfirmedFlush)
@@ -359,7 +360,7 @@ func (r *relay) drain(ctx context.Context, snk *sink.Sink, tr *checkpoint.Tracke
 	return nil
 }
 
-var errColumns = errors.New("outbox columns")
+var errColumns = errors.New("outbox table lacks a mapped column")
 
 // checkColumns verifies before streaming that each outbox table has every
 // column the mapping and the topic template name.
@@ -392,6 +393,9 @@ func checkColumns(ctx context.Context, connString string, dc decode.Config) erro
 		cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return fmt.Errorf("list columns of %s: %w", t, err)
+		}
+		if len(cols) == 0 {
+			continue // a missing table is reported by the setup checks
 		}
 		have := map[string]bool{}
 		for _, c := range cols {

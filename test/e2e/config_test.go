@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runOnce runs the binary to completion and returns its exit code and
+// combined output.
+func runOnce(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, relayBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String()
+	case err != nil:
+		t.Fatalf("run walrelay: %v", err)
+	}
+	return 0, out.String()
+}
+
+func withUser(t *testing.T, dsn, user, password string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// TestConfigurationMistakesExit2: each mistake exits 2 with a message that
+// says how to fix it, and never prints the password.
+func TestConfigurationMistakesExit2(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const secret = "s3cr3t-pw"
+	dsn := withUser(t, e.dsn, "postgres", secret) // trust auth: the password is ignored but must never leak
+	e.bed.Exec(t, e.dsn, `CREATE ROLE norep_`+e.prefix+` LOGIN`)
+	e.bed.Exec(t, e.dsn, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, "td_"+e.prefix)
+	t.Cleanup(func() { e.bed.Exec(t, e.dsn, `DROP ROLE IF EXISTS norep_`+e.prefix) })
+	brokers := strings.Join(e.bed.Brokers(), ",")
+	base := func(extra ...string) []string {
+		return append([]string{"run", "--pg-url", dsn, "--brokers", brokers, "--slot", e.slot, "--publication", e.pub, "--http-addr", ""}, extra...)
+	}
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown flag", nil, base("--nope"), "flag provided but not defined: -nope"},
+		{"malformed DSN", nil, []string{"run", "--pg-url", "postgres://postgres:" + secret + "@[bad", "--http-addr", ""}, "PostgreSQL connection string"},
+		{"missing DSN", nil, []string{"run", "--http-addr", ""}, "set --pg-url or WALRELAY_PG_URL"},
+		{"duration without unit", nil, base("--status-interval", "10"), `invalid value "10" for flag -status-interval`},
+		{"bad environment variable", []string{"WALRELAY_TOPIC_PARTITIONS=many"}, base(), `WALRELAY_TOPIC_PARTITIONS="many"`},
+		{"bad on-poison", nil, base("--on-poison", "maybe"), "want dead-letter or halt"},
+		{"bad topic template", nil, base("--topic", "x.${"), "unclosed ${"},
+		{"bad header columns", nil, base("--header-columns", "type"), "want column:header pairs"},
+		{"several mistakes at once", nil, base("--on-poison", "maybe", "--kafka-compression", "brotli"), "compression \"brotli\""},
+		{"template names an unknown column", nil, base("--topic", "x.${nope}"), `no column "nope" (named by --topic)`},
+		{"table lacks a mapped column", nil, base("--key-column", "aggregate"), `no column "aggregate" (named by --key-column)`},
+		{"table does not exist", nil, base("--table", "public.nothere"), "outbox table public.nothere does not exist"},
+		{"publication missing without --create", nil, base("--create=false"), "publication \"" + e.pub + "\" does not exist: run CREATE PUBLICATION"},
+		{"slot with another plugin", nil, append(base(), "--slot", "td_"+e.prefix), `plugin "test_decoding"`},
+		{"role lacks REPLICATION", nil, []string{"run", "--pg-url", withUser(t, e.dsn, "norep_"+e.prefix, secret), "--brokers", brokers, "--slot", e.slot, "--publication", e.pub, "--http-addr", ""}, "lacks the REPLICATION attribute: run ALTER ROLE"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := runOnce(t, c.env, c.args...)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2; output:\n%s", code, out)
+			}
+			if !strings.Contains(out, c.want) {
+				t.Errorf("output lacks %q:\n%s", c.want, out)
+			}
+			if strings.Contains(out, secret) {
+				t.Errorf("output shows the password:\n%s", out)
+			}
+			if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic") {
+				t.Errorf("output has a stack trace:\n%s", out)
+			}
+		})
+	}
+	if e.bed.Slot(t, e.dsn, e.slot).Exists {
+		t.Errorf("a failed start created slot %s", e.slot)
+	}
+}
+
+// TestMissingTopicWithoutCreateTopics: with --create-topics=false the first
+// record to a missing topic stops walrelay with exit 2, naming the topic,
+// and nothing is confirmed past it.
+func TestMissingTopicWithoutCreateTopics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dlq := e.prefix + ".dlq"
+	e.bed.CreateTopic(t, dlq, 1)
+	relay := e.startRelay(t, "--create-topics=false", "--dlq-topic", dlq)
+	relay.WaitStreaming()
+	before := e.bed.CurrentWALLSN(t, e.dsn)
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, newUUID(), e.aggType(0))
+	if code := relay.wait(time.Minute); code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	if want := "topic does not exist: outbox.event." + e.aggType(0); !strings.Contains(relay.Log(), want) {
+		t.Errorf("log lacks %q", want)
+	}
+	if s := e.bed.Slot(t, e.dsn, e.slot); s.ConfirmedFlushLSN > before {
+		t.Errorf("confirmed_flush_lsn %s passed the event committed after %s", s.ConfirmedFlushLSN, before)
+	}
+}
+
+// TestKafkaUnreachableAtStart: walrelay keeps retrying, says so, is alive
+// but not ready, and stops cleanly.
+func TestKafkaUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	relay := e.startRelay(t, "--brokers", "127.0.0.1:1")
+	waitFor(t, 30*time.Second, "a log line about Kafka", func() bool { return strings.Contains(relay.Log(), "reach kafka at 127.0.0.1:1") })
+	time.Sleep(2 * time.Second)
+	if relay.Exited() {
+		t.Fatalf("walrelay exited instead of retrying")
+	}
+	if code, body := relay.Get("/readyz"); code != 503 {
+		t.Errorf("/readyz = %d %q, want 503", code, body)
+	}
+	if code, _ := relay.Get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// TestCheckStatusAndSetup: setup creates a least-privilege role, the
+// publication and the slot; walrelay streams as that role; check passes;
+// status shows the slot; each fails clearly when things are missing.
+func TestCheckStatusAndSetup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	role := "wr_" + e.prefix
+	t.Cleanup(func() { e.bed.Exec(t, e.dsn, `DROP OWNED BY `+role+` CASCADE; DROP ROLE IF EXISTS `+role) })
+	flags := []string{"--pg-url", e.dsn, "--brokers", strings.Join(e.bed.Brokers(), ","), "--slot", e.slot, "--publication", e.pub}
+
+	code, out := runOnce(t, nil, append([]string{"check"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "will be created at start") {
+		t.Errorf("check before setup: exit %d, want 0 with notes that the slot will be created:\n%s", code, out)
+	}
+	code, out = runOnce(t, nil, append([]string{"check", "--create=false"}, flags...)...)
+	if code != 2 || !strings.Contains(out, "FAIL  publication") || !strings.Contains(out, "FAIL  replication slot") {
+		t.Errorf("check with --create=false: exit %d, want 2 with FAIL lines:\n%s", code, out)
+	}
+	code, out = runOnce(t, nil, append([]string{"status"}, flags...)...)
+	if code != 2 || !strings.Contains(out, "does not exist") {
+		t.Errorf("status without a slot: exit %d, want 2:\n%s", code, out)
+	}
+	code, out = runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=pw-" + e.prefix}, append([]string{"setup", "--role", role}, flags...)...)
+	if code != 0 || !strings.Contains(out, "done:   CREATE ROLE") || !strings.Contains(out, "host    ") || strings.Contains(out, "pw-"+e.prefix) {
+		t.Fatalf("setup: exit %d:\n%s", code, out)
+	}
+	var super, repl bool
+	if err := e.bed.QueryRow(t, e.dsn, `SELECT rolsuper, rolreplication FROM pg_roles WHERE rolname = $1`, role).Scan(&super, &repl); err != nil {
+		t.Fatal(err)
+	}
+	if super || !repl {
+		t.Errorf("role %s: superuser %v, replication %v; want a non-superuser with REPLICATION", role, super, repl)
+	}
+	// Stream as the least-privilege role.
+	roleEnv := *e
+	roleEnv.dsn = withUser(t, e.dsn, role, "pw-"+e.prefix)
+	c := e.collect(t)
+	relay := roleEnv.startRelay(t, "--create=false")
+	relay.WaitStreaming()
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, newUUID(), e.aggType(0))
+	c.WaitFor(1, time.Minute)
+	code, out = runOnce(t, nil, append([]string{"check", "--pg-url", roleEnv.dsn}, flags[2:]...)...)
+	if code != 0 || !strings.Contains(out, "checks passed") || strings.Contains(out, "FAIL") {
+		t.Errorf("check as the role: exit %d:\n%s", code, out)
+	}
+	code, out = runOnce(t, nil, append([]string{"status"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "active                 yes") || !strings.Contains(out, "publication            "+e.pub+": public.outbox") {
+		t.Errorf("status: exit %d:\n%s", code, out)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// TestMetricsMatchKafka: /metrics counts what a consumer reads back, and
+// the health endpoints report a streaming instance.
+func TestMetricsMatchKafka(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := &workload{Writers: 2, Events: 1500, Aggregates: 20, MaxTxRows: 8, Rollback: 0.1}
+	w.prepare(t, e)
+	c := e.collect(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+	if err := w.run(context.Background(), t, e); err != nil {
+		t.Fatal(err)
+	}
+	rows := e.committedRows(t)
+	recs := c.WaitFor(len(rows), time.Minute)
+	waitFor(t, 30*time.Second, "walrelay_inflight_events to drop to 0", func() bool { return relay.Metric("walrelay_inflight_events") == 0 })
+	perTopic := map[string]int{}
+	for _, r := range recs {
+		perTopic[r.Topic]++
+	}
+	for topic, n := range perTopic {
+		if got := relay.Metric(fmt.Sprintf(`walrelay_events_published_total{topic=%q}`, topic)); got != float64(n) {
+			t.Errorf("walrelay_events_published_total{topic=%q} = %v, a consumer read %d", topic, got, n)
+		}
+	}
+	if got := relay.Metric("walrelay_events_published_total"); got != float64(len(recs)) {
+		t.Errorf("walrelay_events_published_total = %v, a consumer read %d", got, len(recs))
+	}
+	if got := relay.Metric("walrelay_commit_to_ack_seconds_count"); got != float64(len(recs)) {
+		t.Errorf("walrelay_commit_to_ack_seconds_count = %v, want %d", got, len(recs))
+	}
+	if got := relay.Metric(`walrelay_state{state="streaming"}`); got != 1 {
+		t.Errorf(`walrelay_state{state="streaming"} = %v, want 1`, got)
+	}
+	if got := relay.Metric("walrelay_confirmed_lsn"); got < float64(e.bed.Slot(t, e.dsn, e.slot).ConfirmedFlushLSN) {
+		t.Errorf("walrelay_confirmed_lsn %v is behind the slot", got)
+	}
+	waitFor(t, 30*time.Second, "the slot lag to be polled", func() bool { return relay.Metric(`walrelay_slot_wal_status{status="reserved"}`) == 1 })
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := relay.Get(path); code != 200 {
+			t.Errorf("%s = %d %q, want 200", path, code, body)
+		}
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
