@@ -47,6 +47,8 @@ type config struct {
 	dlqTopic        string
 	lagWarnBytes    int64
 	recreateLost    bool
+	kafka           kafkaSecurity
+	pgURLFile       string
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -85,6 +87,15 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
 	fs.Int64Var(&cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
 	fs.BoolVar(&cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
+	fs.BoolVar(&cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
+	fs.StringVar(&cfg.kafka.caFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
+	fs.StringVar(&cfg.kafka.certFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
+	fs.StringVar(&cfg.kafka.keyFile, "kafka-tls-key-file", "", "PEM private key of the client certificate")
+	fs.StringVar(&cfg.kafka.serverName, "kafka-tls-server-name", "", "host name to verify in the brokers' certificates (default: the host dialed)")
+	fs.StringVar(&cfg.kafka.mechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL)")
+	fs.StringVar(&cfg.kafka.username, "kafka-sasl-username", "", "SASL user")
+	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
+	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
 	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a Go CPU profile to this file until exit (for performance work)")
@@ -161,6 +172,24 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	if c.maxMessageBytes < 1024 || c.maxMessageBytes > 1<<30 {
 		errs = append(errs, fmt.Errorf("--kafka-max-message-bytes %d: want 1024 to 1073741824", c.maxMessageBytes))
 	}
+	if c.pgURLFile != "" {
+		b, err := os.ReadFile(c.pgURLFile)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--pg-url-file: %w", err))
+		case c.pgURL != "":
+			errs = append(errs, errors.New("--pg-url and --pg-url-file are both set: keep one"))
+		default:
+			c.pgURL = strings.TrimSpace(string(b))
+		}
+	}
+	// N.B. the SASL password comes from the environment or a file, never
+	// from a flag, so that it never shows in a process list.
+	c.kafka.password = os.Getenv(envName("kafka-sasl-password"))
+	kafkaOpts, err := c.kafka.options()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	rc := replication.Config{
 		ConnString:       c.pgURL,
 		Slot:             c.slot,
@@ -193,6 +222,7 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		Null:                   c.benchNullSink,
 		OnPoison:               c.onPoison,
 		DeadLetterTopic:        c.dlqTopic,
+		Opts:                   kafkaOpts,
 	}
 	if len(sc.Brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
