@@ -1,0 +1,290 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Bed is a PostgreSQL server and a Kafka broker for tests, each either managed
+// by the test bed (started from this machine's binaries, described in the
+// bed's state.json) or external (given by WALRELAY_TEST_PG_URL /
+// WALRELAY_TEST_KAFKA_BROKERS).
+type Bed struct {
+	pgURL        string
+	brokers      []string
+	pgVersion    string
+	kafkaVersion string
+
+	st    *state      // nil when both services are external
+	pg    *pgState    // nil when PostgreSQL is external
+	kafka *kafkaState // nil when Kafka is external
+	// owned is set in the process that created the bed: Stop stops its
+	// servers and removes its directory; servers it (re)starts die with it
+	// unless the bed is kept.
+	owned        bool
+	releaseOwner func()
+	logf         func(string, ...any)
+
+	disrupting atomic.Bool // a test holds the exclusive lock (Disrupt)
+	kafkaDown  atomic.Bool // StopKafka ran and StartKafka has not
+}
+
+// Options selects what Start launches.
+type Options struct {
+	// PG and Kafka select the servers to start.
+	PG, Kafka bool
+	// Keep leaves the servers running when this process exits: they get
+	// sessions of their own and no parent-death signal, and the bed is never
+	// reaped as stale. Stop them with Open(dir) and Stop.
+	Keep bool
+	// Logf prints progress; nil prints to stderr.
+	Logf func(format string, args ...any)
+}
+
+func stderrf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// Start creates a bed directory under os.TempDir() and starts the selected
+// servers in it, concurrently. Stop stops them and removes the directory.
+func Start(ctx context.Context, opt Options) (*Bed, error) {
+	logf := opt.Logf
+	if logf == nil {
+		logf = stderrf
+	}
+	reapStale(logf)
+	dir, err := os.MkdirTemp("", bedDirPattern)
+	if err != nil {
+		return nil, fmt.Errorf("create bed directory: %w", err)
+	}
+	// N.B. the postgres OS user must be able to traverse it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	releaseOwner, err := lockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	st := &state{Dir: dir, LockPath: filepath.Join(dir, bedLockName), Keep: opt.Keep}
+	if err := os.WriteFile(st.LockPath, nil, 0o666); err != nil {
+		releaseOwner()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	b := &Bed{st: st, owned: true, releaseOwner: releaseOwner, logf: logf}
+
+	begin := time.Now()
+	detached := opt.Keep
+	var wg sync.WaitGroup
+	var pgErr, kafkaErr error
+	if opt.PG {
+		wg.Go(func() {
+			if st.PG, pgErr = startPostgres(ctx, dir, detached); pgErr != nil {
+				pgErr = fmt.Errorf("start PostgreSQL: %w", pgErr)
+			}
+		})
+	}
+	if opt.Kafka {
+		wg.Go(func() {
+			if st.Kafka, kafkaErr = startKafka(ctx, dir, detached, logf); kafkaErr != nil {
+				kafkaErr = fmt.Errorf("start Kafka: %w", kafkaErr)
+			}
+		})
+	}
+	wg.Wait()
+	b.adopt(st)
+	if err := errors.Join(pgErr, kafkaErr, st.write()); err != nil {
+		return nil, errors.Join(err, b.Stop())
+	}
+	logf("testbed: %s; started in %.1fs (bed %s)", b.describe(), time.Since(begin).Seconds(), dir)
+	return b, nil
+}
+
+// Open takes over the bed in dir, typically one left running by `testbed
+// -keep`, so that Stop stops its servers and removes it.
+func Open(dir string) (*Bed, error) {
+	st, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	release, err := lockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err != nil {
+		return nil, fmt.Errorf("bed %s is in use by the process that started it: %w", dir, err)
+	}
+	b := &Bed{owned: true, releaseOwner: release, logf: stderrf}
+	b.adopt(st)
+	return b, nil
+}
+
+// openShared uses the bed in dir without owning it (a test binary under the
+// testbed command).
+func openShared(dir string) (*Bed, error) {
+	st, err := readState(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w", EnvBedDir, dir, err)
+	}
+	b := &Bed{logf: stderrf}
+	b.adopt(st)
+	return b, nil
+}
+
+func (b *Bed) adopt(st *state) {
+	b.st = st
+	if b.pg = st.PG; b.pg != nil {
+		b.pgURL, b.pgVersion = st.PG.URL, st.PG.Version
+	}
+	if b.kafka = st.Kafka; b.kafka != nil {
+		b.brokers, b.kafkaVersion = st.Kafka.Brokers, st.Kafka.Version
+	}
+}
+
+// detached reports whether servers this process (re)starts must outlive it.
+func (b *Bed) detached() bool { return !b.owned || b.st.Keep }
+
+// Stop stops the servers the bed manages and removes its directory. It does
+// nothing in a process that did not start (or Open) the bed.
+func (b *Bed) Stop() error {
+	if !b.owned || b.st == nil {
+		return nil
+	}
+	var wg sync.WaitGroup
+	var pgErr, kafkaErr error
+	if b.kafka != nil {
+		wg.Go(func() { kafkaErr = b.kafka.stop() })
+	}
+	if b.pg != nil {
+		wg.Go(func() { pgErr = b.pg.stop() })
+	}
+	wg.Wait()
+	err := errors.Join(pgErr, kafkaErr)
+	if err == nil {
+		err = os.RemoveAll(b.st.Dir)
+	}
+	b.releaseOwner()
+	b.owned = false
+	return err
+}
+
+// Environ returns the variables that point a test process at this bed.
+func (b *Bed) Environ() []string {
+	var env []string
+	if b.pgURL != "" {
+		env = append(env, EnvPGURL+"="+b.pgURL)
+	}
+	if len(b.brokers) > 0 {
+		env = append(env, EnvKafkaBrokers+"="+strings.Join(b.brokers, ","))
+	}
+	if b.st != nil {
+		env = append(env, EnvBedDir+"="+b.st.Dir)
+	}
+	return env
+}
+
+// Dir returns the bed's directory (state.json, server data and logs), or ""
+// when both services are external.
+func (b *Bed) Dir() string {
+	if b.st == nil {
+		return ""
+	}
+	return b.st.Dir
+}
+
+// LockPath returns the file Main locks shared and Disrupt exclusive, or ""
+// when both services are external.
+func (b *Bed) LockPath() string {
+	if b.st == nil {
+		return ""
+	}
+	return b.st.LockPath
+}
+
+// PGURL returns a superuser DSN for the database postgres.
+func (b *Bed) PGURL() string { return b.pgURL }
+
+// Brokers returns the Kafka bootstrap brokers.
+func (b *Bed) Brokers() []string { return append([]string(nil), b.brokers...) }
+
+// PGVersion returns the server's version as it reports it, e.g. "15.18".
+func (b *Bed) PGVersion() string { return b.pgVersion }
+
+// KafkaVersion returns the broker's version, e.g. "4.4.0" (for an external
+// broker, franz-go's guess from its API versions, e.g. "v4.0").
+func (b *Bed) KafkaVersion() string { return b.kafkaVersion }
+
+// PGLogPath returns the PostgreSQL server log, or "" when it is external.
+func (b *Bed) PGLogPath() string {
+	if b.pg == nil {
+		return ""
+	}
+	return b.pg.LogPath
+}
+
+// KafkaLogPath returns the broker's log, or "" when it is external.
+func (b *Bed) KafkaLogPath() string {
+	if b.kafka == nil {
+		return ""
+	}
+	return b.kafka.LogPath
+}
+
+func (b *Bed) describe() string {
+	var parts []string
+	if b.pgURL != "" {
+		kind := "managed"
+		if b.pg == nil {
+			kind = "external, " + EnvPGURL
+		}
+		parts = append(parts, fmt.Sprintf("PostgreSQL %s at %s (%s)", b.pgVersion, redactDSN(b.pgURL), kind))
+	}
+	if len(b.brokers) > 0 {
+		kind := "managed"
+		if b.kafka == nil {
+			kind = "external, " + EnvKafkaBrokers
+		}
+		parts = append(parts, fmt.Sprintf("Kafka %s at %s (%s)", b.kafkaVersion, strings.Join(b.brokers, ","), kind))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reapStale removes beds whose owner died without stopping them (a test
+// binary killed by -timeout, say): their servers, which got a parent-death
+// signal, are already gone or are stopped here.
+func reapStale(logf func(string, ...any)) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), bedDirPattern))
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		release, err := lockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != nil {
+			continue // its owner is alive
+		}
+		st, err := readState(dir)
+		switch {
+		case err != nil && time.Since(fi.ModTime()) < 10*time.Minute:
+			release() // perhaps being created right now
+			continue
+		case err == nil && st.Keep:
+			release()
+			continue
+		case err == nil:
+			if st.Kafka != nil {
+				_ = st.Kafka.stop()
+			}
+			if st.PG != nil {
+				_ = st.PG.stop()
+			}
+		}
+		logf("testbed: removing stale bed %s", dir)
+		os.RemoveAll(dir)
+		release()
+	}
+}

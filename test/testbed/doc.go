@@ -1,0 +1,11 @@
+// Package testbed runs a real PostgreSQL and a real Apache Kafka for tests.
+// Input: the environment (WALRELAY_TEST_PG_URL, WALRELAY_TEST_KAFKA_BROKERS,
+// WALRELAY_TEST_BED_DIR) or, failing that, the machine's PostgreSQL binaries,
+// java and mvn. Output: a Bed with a superuser DSN, broker addresses and
+// helpers that read what a user would check (rows, pg_replication_slots,
+// records read back by a real consumer).
+// Invariant: a test never runs against a server another package is stopping:
+// Main holds a shared lock on the bed for the package run, Disrupt an
+// exclusive one for the test; a missing component fails the test with the
+// command that installs it, never a silent skip.
+package testbed

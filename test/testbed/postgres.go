@@ -1,0 +1,232 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+const pgInstallHint = "apt-get install -y postgresql"
+
+// findPGBin returns the directory holding the postgres, initdb and pg_ctl
+// binaries: the highest version under /usr/lib/postgresql/*/bin (Debian's
+// layout), else `pg_config --bindir`, else the directory of postgres in PATH.
+func findPGBin() (string, error) {
+	ok := func(dir string) bool {
+		for _, b := range []string{"postgres", "initdb", "pg_ctl"} {
+			if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
+				return false
+			}
+		}
+		return true
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(matches, func(a, b string) int { // highest version first
+		return compareVersions(filepath.Base(filepath.Dir(b)), filepath.Base(filepath.Dir(a)))
+	})
+	for _, dir := range matches {
+		if ok(dir) {
+			return dir, nil
+		}
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		if dir := strings.TrimSpace(string(out)); ok(dir) {
+			return dir, nil
+		}
+	}
+	if p, err := exec.LookPath("postgres"); err == nil && ok(filepath.Dir(p)) {
+		return filepath.Dir(p), nil
+	}
+	return "", fmt.Errorf("PostgreSQL server binaries (postgres, initdb, pg_ctl) not found under /usr/lib/postgresql/*/bin, pg_config --bindir or PATH: %s", pgInstallHint)
+}
+
+// compareVersions compares dotted numeric versions such as "15" and "9.6".
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(as), len(bs)); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x - y
+		}
+	}
+	return 0
+}
+
+// startPostgres initdbs a cluster under dir/pg and starts it on a free port.
+func startPostgres(ctx context.Context, dir string, detached bool) (*pgState, error) {
+	bin, err := findPGBin()
+	if err != nil {
+		return nil, err
+	}
+	u, err := postgresUser()
+	if err != nil {
+		return nil, err
+	}
+	pgDir := filepath.Join(dir, "pg")
+	st := &pgState{
+		BinDir:    bin,
+		DataDir:   filepath.Join(pgDir, "data"),
+		SocketDir: filepath.Join(pgDir, "sock"),
+		LogPath:   filepath.Join(pgDir, "postgres.log"),
+		OSUser:    u.name,
+	}
+	if err := os.MkdirAll(st.SocketDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := u.chown(pgDir, st.SocketDir); err != nil {
+		return nil, err
+	}
+
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
+		"-D", st.DataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C")
+	initdb.Dir = pgDir
+	initdb.SysProcAttr = &syscall.SysProcAttr{}
+	u.apply(initdb.SysProcAttr)
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+
+	if st.Port, err = freePort(); err != nil {
+		return nil, err
+	}
+	st.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", st.Port)
+	st.Args = []string{
+		"-D", st.DataDir,
+		"-p", strconv.Itoa(st.Port),
+		"-k", st.SocketDir,
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "wal_level=logical",
+		"-c", "max_replication_slots=64",
+		"-c", "max_wal_senders=64",
+		"-c", "max_connections=200",
+		// N.B. fsync=off only skips flushing to disk; synchronous_commit stays
+		// on, so a commit is in the WAL (and visible to walsenders) when it returns.
+		"-c", "fsync=off",
+		"-c", "wal_sender_timeout=60s",
+		"-c", "logging_collector=off",
+	}
+	if err := st.launch(ctx, detached); err != nil {
+		return nil, err
+	}
+	if st.Version, err = pgServerVersion(ctx, st.URL); err != nil {
+		return nil, errors.Join(err, st.stop())
+	}
+	return st, nil
+}
+
+// launch starts postgres with st.Args and waits until it accepts connections.
+func (st *pgState) launch(ctx context.Context, detached bool) error {
+	u, err := lookupUser(st.OSUser)
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(st.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	cmd := exec.Command(filepath.Join(st.BinDir, "postgres"), st.Args...)
+	cmd.Dir = filepath.Dir(st.DataDir)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// N.B. SIGQUIT is PostgreSQL's immediate shutdown: the postmaster takes its
+	// backends down with it.
+	cmd.SysProcAttr = procAttr(detached, syscall.SIGQUIT)
+	u.apply(cmd.SysProcAttr)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var lastErr error
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgconn.Connect(cctx, st.URL)
+		ccancel()
+		if err == nil {
+			conn.Close(ctx)
+			return nil
+		}
+		lastErr = err
+		select {
+		case err := <-exited:
+			return fmt.Errorf("postgres exited during startup (%v); last lines of %s:\n%s", err, st.LogPath, tail(st.LogPath, 30))
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return fmt.Errorf("wait for postgres: %w", ctx.Err())
+			}
+			return fmt.Errorf("postgres did not accept connections on port %d within 60s (%v); last lines of %s:\n%s", st.Port, lastErr, st.LogPath, tail(st.LogPath, 30))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stop shuts the server down (fast mode: disconnect clients, checkpoint).
+// A server that is not running is not an error.
+func (st *pgState) stop() error {
+	if _, err := os.Stat(filepath.Join(st.DataDir, "postmaster.pid")); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	u, err := lookupUser(st.OSUser)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(st.BinDir, "pg_ctl"), "stop", "-D", st.DataDir, "-m", "fast", "-w", "-t", "60")
+	cmd.Dir = filepath.Dir(st.DataDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	u.apply(cmd.SysProcAttr)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// pgServerVersion asks the server for its version, e.g. "15.18".
+func pgServerVersion(ctx context.Context, dsn string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(ctx)
+	var v, walLevel string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version'), current_setting('wal_level')").Scan(&v, &walLevel); err != nil {
+		return "", fmt.Errorf("query server_version: %w", err)
+	}
+	if walLevel != "logical" {
+		return "", fmt.Errorf("PostgreSQL at %s has wal_level=%s; the tests need wal_level=logical", redactDSN(dsn), walLevel)
+	}
+	// "15.18 (Debian 15.18-0+deb12u1)" -> "15.18"
+	v, _, _ = strings.Cut(v, " ")
+	return v, nil
+}
+
+// redactDSN hides the password of a URL-style DSN.
+func redactDSN(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
