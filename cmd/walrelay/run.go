@@ -285,7 +285,7 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 // state, warns about lag, and stops the relay if the slot is lost.
 func (r *relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink) error {
 	interval := min(r.rc.StatusInterval, 5*time.Second)
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var lastPoll time.Time
 	var conn *pgx.Conn

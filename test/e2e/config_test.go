@@ -238,7 +238,10 @@ func TestMetricsMatchKafka(t *testing.T) {
 	if got := relay.Metric("walrelay_confirmed_lsn"); got < float64(e.bed.Slot(t, e.dsn, e.slot).ConfirmedFlushLSN) {
 		t.Errorf("walrelay_confirmed_lsn %v is behind the slot", got)
 	}
-	waitFor(t, 30*time.Second, "the slot lag to be polled", func() bool { return relay.Metric(`walrelay_slot_wal_status{status="reserved"}`) == 1 })
+	waitFor(t, 30*time.Second, "the slot's wal_status to be polled", func() bool {
+		v, ok := relay.MetricOK(`walrelay_slot_wal_status{status="reserved"}`)
+		return ok && v == 1
+	})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if code, body := relay.Get(path); code != 200 {
 			t.Errorf("%s = %d %q, want 200", path, code, body)

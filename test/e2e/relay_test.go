@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/test/testbed"
@@ -239,6 +241,7 @@ func (p *relayProc) Exited() bool {
 type collector struct {
 	t    *testing.T
 	cl   *kgo.Client
+	re   *regexp.Regexp
 	mu   sync.Mutex
 	recs []*kgo.Record
 	cond chan struct{}
@@ -268,7 +271,7 @@ func (e *env) collectRE(t *testing.T, re string) *collector {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{t: t, cl: cl, cond: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
+	c := &collector{t: t, cl: cl, re: regexp.MustCompile(re), cond: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
@@ -323,10 +326,38 @@ func (c *collector) WaitFor(n int, timeout time.Duration) []*kgo.Record {
 		case <-c.cond:
 		case <-time.After(200 * time.Millisecond):
 		case <-deadline:
-			c.t.Fatalf("read %d records within %s, want %d", c.Len(), timeout, n)
+			c.t.Fatalf("read %d records within %s, want %d; the topics hold: %s", c.Len(), timeout, n, c.endOffsets())
 		}
 	}
 	return c.Records()
+}
+
+// endOffsets describes how many records each of the collector's topics
+// holds, to tell a slow consumer from records that never arrived.
+func (c *collector) endOffsets() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.cl)
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	var names []string
+	for _, n := range topics.Names() {
+		if c.re.MatchString(n) {
+			names = append(names, n)
+		}
+	}
+	ends, err := adm.ListEndOffsets(ctx, names...)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	ends.Each(func(o kadm.ListedOffset) {
+		out = append(out, fmt.Sprintf("%s[%d]=%d", o.Topic, o.Partition, o.Offset))
+	})
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // Settle waits until no new record arrived for quiet, and returns all.
@@ -446,6 +477,16 @@ func (p *relayProc) Get(path string) (int, string) {
 // name has no labels and several label sets exist.
 func (p *relayProc) Metric(name string) float64 {
 	p.t.Helper()
+	v, ok := p.MetricOK(name)
+	if !ok {
+		p.t.Fatalf("metric %s not in /metrics", name)
+	}
+	return v
+}
+
+// MetricOK is Metric for a series that may not exist yet.
+func (p *relayProc) MetricOK(name string) (float64, bool) {
+	p.t.Helper()
 	_, body := p.Get("/metrics")
 	sum, found := 0.0, false
 	for _, line := range strings.Split(body, "\n") {
@@ -466,8 +507,5 @@ func (p *relayProc) Metric(name string) float64 {
 			found = true
 		}
 	}
-	if !found {
-		p.t.Fatalf("metric %s not in /metrics", name)
-	}
-	return sum
+	return sum, found
 }
