@@ -125,6 +125,9 @@ func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
 	go p.sampleRSS()
 	p.env = e
 	t.Cleanup(func() {
+		if t.Failed() && !p.Exited() {
+			p.dumpMetrics()
+		}
 		select {
 		case <-p.done:
 		default:
@@ -186,6 +189,30 @@ func (p *relayProc) dumpLog() {
 		lines = lines[len(lines)-80:]
 	}
 	p.t.Logf("walrelay log (%s, last %d lines):\n%s", p.logPath, len(lines), strings.Join(lines, "\n"))
+}
+
+// dumpMetrics logs walrelay's own metrics, to show where a stuck pipeline
+// stands.
+func (p *relayProc) dumpMetrics() {
+	m := httpAddrRE.FindStringSubmatch(p.Log())
+	if m == nil {
+		return
+	}
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		p.t.Logf("walrelay /metrics: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "walrelay_") && !strings.Contains(l, "_bucket{") {
+			lines = append(lines, l)
+		}
+	}
+	p.t.Logf("walrelay metrics:\n%s", strings.Join(lines, "\n"))
 }
 
 // Log returns the whole log so far.
