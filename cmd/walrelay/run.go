@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
@@ -103,6 +104,17 @@ func (r *relay) register() {
 		}
 		return 0
 	}))
+}
+
+// progressInterval is how often the log says where the stream stands.
+const progressInterval = 30 * time.Second
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if c.Write(&m) != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }
 
 // bufferMessages is the capacity of the channel between replication and
@@ -277,13 +289,13 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 			}
 		}
 	})
-	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk) })
+	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr) })
 	return g.Wait()
 }
 
 // watch polls the slot and Kafka while the pipeline runs: it sets the
 // state, warns about lag, and stops the relay if the slot is lost.
-func (r *relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink) error {
+func (r *relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker) error {
 	interval := min(r.rc.StatusInterval, 5*time.Second)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -295,6 +307,7 @@ func (r *relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		}
 	}()
 	var lastWarn time.Time
+	lastProgress, lastTx := time.Now(), uint64(0)
 	for {
 		if stream.Streaming() && r.metrics.State() != metrics.StateStopping {
 			r.metrics.SetState(metrics.StateStreaming)
@@ -305,6 +318,16 @@ func (r *relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		case <-done:
 			return nil
 		case <-tick.C:
+		}
+		if time.Since(lastProgress) >= progressInterval {
+			// One line now and then says where the stream stands, so that a
+			// stall shows in the log without metrics.
+			recs, txs, _ := tr.InFlight()
+			n := uint64(counterValue(r.metrics.Transactions))
+			r.log.Info("progress", zap.Uint64("transactions", n-lastTx), zap.Duration("period", time.Since(lastProgress).Round(time.Second)),
+				zap.Stringer("received_lsn", stream.Received()), zap.Stringer("confirmed_lsn", stream.Confirmed()),
+				zap.Stringer("server_wal_end", stream.ServerWALEnd()), zap.Int64("inflight_records", recs), zap.Int64("inflight_transactions", txs))
+			lastProgress, lastTx = time.Now(), n
 		}
 		if time.Since(lastPoll) < interval {
 			continue
