@@ -404,7 +404,9 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 			a.s.rejects.push(rejection{rec: r, err: err, acks: a})
 			return
 		}
-		a.s.metrics.Failure()
+		if !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
+			a.s.metrics.Failure() // not the records a discarded client gives back
+		}
 		if rejected(err) {
 			err = fmt.Errorf("%w: %w (--on-poison=halt)", ErrPoison, err)
 		}
