@@ -187,9 +187,11 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		// franz-go default, never disabled here): a retried batch is written
 		// once and in order.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		// N.B. retries are bounded only by the delivery timeout; stop rather
-		// than go on when the broker reports lost acknowledged data.
-		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		// N.B. retries are bounded only by the delivery timeout, which the
+		// watchdog below enforces: franz-go's own RecordDeliveryTimeout counts
+		// from the record's timestamp, which is the commit time, so it would
+		// fail at once every record of a backlog older than the timeout.
+		// Stop rather than go on when the broker reports lost data.
 		kgo.StopProducerOnDataLossDetected(),
 		// The topic was checked or created before its first record; a
 		// transiently unknown topic is retried within the delivery timeout.
@@ -226,7 +228,31 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		rejects:  rejections{ready: make(chan struct{}, 1)},
 	}
 	go s.deadLetterLoop()
+	go s.watchdog()
 	return s, nil
+}
+
+// watchdog fails the sink when a transaction stays unacknowledged longer
+// than the delivery timeout after it was handed to the client.
+func (s *Sink) watchdog() {
+	every := min(time.Second, s.cfg.DeliveryTimeout/4)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-tick.C:
+		}
+		if _, _, oldest := s.tr.InFlight(); !oldest.IsZero() {
+			if age := time.Since(oldest); age > s.cfg.DeliveryTimeout {
+				s.metrics.Failure()
+				s.fail(fmt.Errorf("kafka has not acknowledged a transaction handed to it %s ago (--kafka-delivery-timeout %s): %w",
+					age.Round(time.Second), s.cfg.DeliveryTimeout, kgo.ErrRecordTimeout))
+				return
+			}
+		}
+	}
 }
 
 // Start checks that a broker answers and that the dead-letter topic

@@ -271,3 +271,29 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestBacklogOlderThanTheDeliveryTimeout: records carry their commit time;
+// a backlog committed longer ago than --kafka-delivery-timeout is relayed
+// like any other (the timeout counts from the hand-off to Kafka).
+func TestBacklogOlderThanTheDeliveryTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.collect(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	e.bed.Exec(t, e.dsn, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 7), 'T', jsonb_build_object('seq', 1 + i / 7) FROM generate_series(0, 499) i`, e.aggType(0))
+	time.Sleep(3 * time.Second) // older than the delivery timeout below
+	relay = e.startRelay(t, "--kafka-delivery-timeout", "2s")
+	rows := e.committedRows(t)
+	c.WaitFor(len(rows), time.Minute)
+	checkRecords(t, e, c.Settle(time.Second), rows, nil, 3, false)
+	if strings.Contains(relay.Log(), "restarting") {
+		t.Errorf("walrelay restarted while relaying an old backlog")
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
