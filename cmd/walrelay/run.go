@@ -286,6 +286,10 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 				}
 			case <-snk.Failed():
 				return onKafka(snk.Err())
+			case <-gctx.Done():
+				// The replication stage failed (or the relay aborts): it
+				// leaves msgs open, so stop here.
+				return gctx.Err()
 			}
 		}
 	})
