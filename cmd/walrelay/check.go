@@ -106,6 +106,9 @@ func healthCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	url := fs.String("url", "http://127.0.0.1:8080/readyz", "endpoint to probe")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitConfig
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
