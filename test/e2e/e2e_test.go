@@ -284,9 +284,12 @@ func TestBacklogOlderThanTheDeliveryTimeout(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
+	// The topic exists, so that its creation does not count against the
+	// short timeout below.
+	e.bed.CreateTopic(t, "outbox.event."+e.aggType(0), 3)
 	e.bed.Exec(t, e.dsn, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 7), 'T', jsonb_build_object('seq', 1 + i / 7) FROM generate_series(0, 499) i`, e.aggType(0))
-	time.Sleep(3 * time.Second) // older than the delivery timeout below
-	relay = e.startRelay(t, "--kafka-delivery-timeout", "2s")
+	time.Sleep(6 * time.Second) // older than the delivery timeout below
+	relay = e.startRelay(t, "--kafka-delivery-timeout", "5s")
 	rows := e.committedRows(t)
 	c.WaitFor(len(rows), time.Minute)
 	checkRecords(t, e, c.Settle(time.Second), rows, nil, 3, false)
