@@ -1,0 +1,41 @@
+package decode
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// BenchmarkDecodeSingleRowTransactions decodes Begin, Insert, Commit of
+// single-row transactions with a 300-byte JSON payload: the backlog-drain
+// workload of bench/.
+func BenchmarkDecodeSingleRowTransactions(b *testing.B) {
+	d := newDecoder(b, Config{HeaderColumns: []HeaderColumn{{Column: "type", Header: "eventType"}}})
+	if _, err := d.Decode(outboxRelation(pgJSONB)); err != nil {
+		b.Fatal(err)
+	}
+	payload := `{"orderId": 12345, "note": "` + strings.Repeat("x", 270) + `"}`
+	const n = 1024
+	begins, inserts, commits := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	for i := range n {
+		begins[i] = msgBegin(commitLSN, commitTime, uint32(i))
+		inserts[i] = outboxRow(eventUUID, "order", fmt.Sprint("agg-", i%100), "OrderCreated", text(payload))
+		commits[i] = msgCommit(commitLSN, endLSN, commitTime)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(inserts[0])))
+	b.ResetTimer()
+	for i := range b.N {
+		j := i % n
+		if _, err := d.Decode(begins[j]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.Decode(inserts[j]); err != nil {
+			b.Fatal(err)
+		}
+		tx, err := d.Decode(commits[j])
+		if err != nil || tx == nil || len(tx.Events) != 1 {
+			b.Fatalf("tx %v, err %v", tx, err)
+		}
+	}
+}
