@@ -64,6 +64,21 @@ type env struct {
 	slot   string
 	pub    string
 	prefix string // aggregate types start with it, so topics are the test's own
+
+	// Set for servers other than the bed's plaintext ones: the brokers
+	// walrelay and the collector use (default: the bed's), the file walrelay
+	// reads the DSN from instead of --pg-url dsn, and the collector's extra
+	// client options (TLS, SASL).
+	brokers   []string
+	pgURLFile string
+	kafkaOpts []kgo.Opt
+}
+
+func (e *env) kafkaBrokers() []string {
+	if len(e.brokers) > 0 {
+		return e.brokers
+	}
+	return e.bed.Brokers()
 }
 
 func newEnv(t *testing.T) *env {
@@ -94,9 +109,20 @@ type relayProc struct {
 // defaults.
 func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
 	t.Helper()
-	all := []string{"run",
-		"--pg-url", e.dsn,
-		"--brokers", strings.Join(e.bed.Brokers(), ","),
+	return e.startRelayEnv(t, nil, args...)
+}
+
+// startRelayEnv is startRelay with environ (NAME=value) added to the
+// process's environment.
+func (e *env) startRelayEnv(t *testing.T, environ []string, args ...string) *relayProc {
+	t.Helper()
+	pgURL := []string{"--pg-url", e.dsn}
+	if e.pgURLFile != "" {
+		pgURL = []string{"--pg-url-file", e.pgURLFile}
+	}
+	all := append([]string{"run"}, pgURL...)
+	all = append(all,
+		"--brokers", strings.Join(e.kafkaBrokers(), ","),
 		"--slot", e.slot,
 		"--publication", e.pub,
 		"--header-columns", "type:eventType",
@@ -104,7 +130,7 @@ func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
 		"--topic-partitions", "3",
 		"--log-level", "info",
 		"--http-addr", "127.0.0.1:0",
-	}
+	)
 	all = append(all, args...)
 	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano()))
 	f, err := os.Create(logPath)
@@ -112,6 +138,7 @@ func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(relayBin, all...)
+	cmd.Env = append(os.Environ(), environ...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start walrelay: %v", err)
@@ -284,16 +311,16 @@ func (e *env) collect(t *testing.T) *collector {
 // collectRE reads every topic matching the regular expression re.
 func (e *env) collectRE(t *testing.T, re string) *collector {
 	t.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(e.bed.Brokers()...),
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(e.kafkaBrokers()...),
 		kgo.ConsumeRegex(),
 		kgo.ConsumeTopics(re),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.MetadataMaxAge(time.Second),
-		kgo.MetadataMinAge(200*time.Millisecond),
-		kgo.FetchMaxBytes(64<<20),
-		kgo.FetchMaxPartitionBytes(32<<20),
-	)
+		kgo.MetadataMinAge(200 * time.Millisecond),
+		kgo.FetchMaxBytes(64 << 20),
+		kgo.FetchMaxPartitionBytes(32 << 20),
+	}, e.kafkaOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,8 +493,15 @@ func (p *relayProc) WaitStreaming() {
 		if p.Exited() {
 			p.t.Fatalf("walrelay exited before streaming")
 		}
-		s := p.env.bed.Slot(p.t, p.env.dsn, p.env.slot)
-		return s.Active && s.ActivePID != 0
+		// N.B. the backend creating the slot holds it too, until the slot
+		// reaches its consistent point; only a walsender means streaming.
+		var n int
+		if err := p.env.bed.QueryRow(p.t, p.env.dsn, `SELECT count(*) FROM pg_replication_slots r
+			JOIN pg_stat_activity a ON a.pid = r.active_pid
+			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, p.env.slot).Scan(&n); err != nil {
+			p.t.Fatalf("read the walsender of slot %s: %v", p.env.slot, err)
+		}
+		return n == 1
 	})
 }
 

@@ -47,6 +47,14 @@ type Options struct {
 	Keep bool
 	// Logf prints progress; nil prints to stderr.
 	Logf func(format string, args ...any)
+	// PGSecurity, when set, makes PostgreSQL take TLS connections with SCRAM
+	// passwords only; PGURL then uses them.
+	PGSecurity *PGSecurity
+	// KafkaSecurity, when set, gives Kafka a SASL_SSL listener as well
+	// (SecureBrokers).
+	KafkaSecurity *KafkaSecurity
+	// KafkaHeapMB is the broker's maximum JVM heap; 0 means 768.
+	KafkaHeapMB int
 }
 
 func stderrf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -86,14 +94,14 @@ func Start(ctx context.Context, opt Options) (*Bed, error) {
 	var pgErr, kafkaErr error
 	if opt.PG {
 		wg.Go(func() {
-			if st.PG, pgErr = startPostgres(ctx, dir, detached); pgErr != nil {
+			if st.PG, pgErr = startPostgres(ctx, dir, detached, opt.PGSecurity); pgErr != nil {
 				pgErr = fmt.Errorf("start PostgreSQL: %w", pgErr)
 			}
 		})
 	}
 	if opt.Kafka {
 		wg.Go(func() {
-			if st.Kafka, kafkaErr = startKafka(ctx, dir, detached, logf); kafkaErr != nil {
+			if st.Kafka, kafkaErr = startKafka(ctx, dir, detached, opt.KafkaSecurity, opt.KafkaHeapMB, logf); kafkaErr != nil {
 				kafkaErr = fmt.Errorf("start Kafka: %w", kafkaErr)
 			}
 		})
@@ -210,6 +218,15 @@ func (b *Bed) PGURL() string { return b.pgURL }
 
 // Brokers returns the Kafka bootstrap brokers.
 func (b *Bed) Brokers() []string { return append([]string(nil), b.brokers...) }
+
+// SecureBrokers returns the bootstrap brokers of Kafka's SASL_SSL listener,
+// or nil when the bed was started without KafkaSecurity.
+func (b *Bed) SecureBrokers() []string {
+	if b.kafka == nil {
+		return nil
+	}
+	return append([]string(nil), b.kafka.SecureBrokers...)
+}
 
 // PGVersion returns the server's version as it reports it, e.g. "15.18".
 func (b *Bed) PGVersion() string { return b.pgVersion }

@@ -3,7 +3,10 @@
 // WALRELAY_TEST_BED_DIR) or, failing that, the machine's PostgreSQL binaries,
 // java and mvn. Output: a Bed with a superuser DSN, broker addresses and
 // helpers that read what a user would check (rows, pg_replication_slots,
-// records read back by a real consumer).
+// records read back by a real consumer). StartForTest starts servers of one
+// test's own, optionally secured: PostgreSQL with TLS and SCRAM only
+// (PGSecurity), Kafka with a SASL_SSL listener (KafkaSecurity), with
+// certificates from a CA made in the test (NewCA).
 // Invariant: a test never runs against a server another package is stopping:
 // Main holds a shared lock on the bed for the package run, Disrupt an
 // exclusive one for the test; a missing component fails the test with the

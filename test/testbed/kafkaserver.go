@@ -139,8 +139,9 @@ func newClusterID() string {
 }
 
 // startKafka formats KRaft storage under dir/kafka and starts a single node
-// that is broker and controller.
-func startKafka(ctx context.Context, dir string, detached bool, logf func(string, ...any)) (*kafkaState, error) {
+// that is broker and controller, with a SASL_SSL listener when sec is set.
+// heapMB is the JVM's maximum heap (0: 768).
+func startKafka(ctx context.Context, dir string, detached bool, sec *KafkaSecurity, heapMB int, logf func(string, ...any)) (*kafkaState, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		return nil, fmt.Errorf("java not found in PATH (Kafka %s needs Java 17 or newer): %s", kafka.Version, javaInstallHint)
@@ -181,12 +182,31 @@ func startKafka(ctx context.Context, dir string, detached bool, logf func(string
 		}
 	}
 	st.Brokers = []string{fmt.Sprintf("127.0.0.1:%d", st.Port)}
+	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", st.Port, st.ControllerPort)
+	advertised := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", st.Port)
+	protocols := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	var secConfig string
+	var scramArgs []string
+	if sec != nil {
+		for st.SASLPort == 0 || st.SASLPort == st.Port || st.SASLPort == st.ControllerPort {
+			if st.SASLPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		st.SecureBrokers = []string{fmt.Sprintf("127.0.0.1:%d", st.SASLPort)}
+		listeners += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", st.SASLPort)
+		advertised += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", st.SASLPort)
+		protocols += ",SASL_SSL:SASL_SSL"
+		if secConfig, scramArgs, err = sec.brokerConfig(kd); err != nil {
+			return nil, err
+		}
+	}
 	config := fmt.Sprintf(`# Written by walrelay's test bed: a single KRaft node, broker and controller.
 node.id=1
 process.roles=broker,controller
-listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d
-advertised.listeners=PLAINTEXT://127.0.0.1:%[1]d
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=%[4]s
+advertised.listeners=%[5]s
+listener.security.protocol.map=%[6]s
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 controller.quorum.voters=1@127.0.0.1:%[2]d
@@ -205,7 +225,7 @@ auto.create.topics.enable=false
 # walrelay's tests send records of 1 MB and more.
 message.max.bytes=16777216
 replica.fetch.max.bytes=16777216
-`, st.Port, st.ControllerPort, filepath.Join(kd, "data"))
+`, st.Port, st.ControllerPort, filepath.Join(kd, "data"), listeners, advertised, protocols) + secConfig
 	if err := os.WriteFile(st.ConfigPath, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
@@ -215,15 +235,18 @@ replica.fetch.max.bytes=16777216
 	classpath := filepath.Join(libs, "*") // expanded by the java launcher
 	// N.B. with a static controller.quorum.voters the storage tool wants
 	// neither --standalone nor --initial-controllers.
-	format := exec.CommandContext(ctx, java, "-Dlog4j2.configurationFile="+st.Log4jConfig,
-		"-Dkafka.logs.dir="+filepath.Join(kd, "logs"), "-cp", classpath,
-		"kafka.tools.StorageTool", "format", "-t", st.ClusterID, "-c", st.ConfigPath)
+	format := exec.CommandContext(ctx, java, append([]string{"-Dlog4j2.configurationFile=" + st.Log4jConfig,
+		"-Dkafka.logs.dir=" + filepath.Join(kd, "logs"), "-XX:TieredStopAtLevel=1", "-cp", classpath,
+		"kafka.tools.StorageTool", "format", "-t", st.ClusterID, "-c", st.ConfigPath}, scramArgs...)...)
 	format.Dir = kd
 	if out, err := format.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("format Kafka storage: %w\n%s", err, out)
 	}
+	if heapMB <= 0 {
+		heapMB = 768
+	}
 	st.Args = []string{
-		"-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+		fmt.Sprintf("-Xms%dm", min(256, heapMB)), fmt.Sprintf("-Xmx%dm", heapMB), "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 		// C1 only: the broker starts in about half the CPU time on two
 		// cores; tests never need its peak throughput.
 		"-XX:TieredStopAtLevel=1",

@@ -69,8 +69,9 @@ func compareVersions(a, b string) int {
 	return 0
 }
 
-// startPostgres initdbs a cluster under dir/pg and starts it on a free port.
-func startPostgres(ctx context.Context, dir string, detached bool) (*pgState, error) {
+// startPostgres initdbs a cluster under dir/pg and starts it on a free port;
+// with sec set it takes TLS connections with SCRAM passwords only.
+func startPostgres(ctx context.Context, dir string, detached bool, sec *PGSecurity) (*pgState, error) {
 	bin, err := findPGBin()
 	if err != nil {
 		return nil, err
@@ -94,8 +95,17 @@ func startPostgres(ctx context.Context, dir string, detached bool) (*pgState, er
 		return nil, err
 	}
 
+	auth := []string{"-A", "trust"}
+	if sec != nil {
+		pwFile, err := sec.writePasswordFile(pgDir, u)
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(pwFile)
+		auth = []string{"-A", "scram-sha-256", "--pwfile", pwFile}
+	}
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
-		"-D", st.DataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C")
+		append([]string{"-D", st.DataDir, "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"}, auth...)...)
 	initdb.Dir = pgDir
 	initdb.SysProcAttr = &syscall.SysProcAttr{}
 	u.apply(initdb.SysProcAttr)
@@ -107,6 +117,13 @@ func startPostgres(ctx context.Context, dir string, detached bool) (*pgState, er
 		return nil, err
 	}
 	st.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", st.Port)
+	var secArgs []string
+	if sec != nil {
+		if secArgs, err = sec.serverFiles(pgDir, st.DataDir, u); err != nil {
+			return nil, err
+		}
+		st.URL = sec.url(pgDir, st.Port)
+	}
 	st.Args = []string{
 		"-D", st.DataDir,
 		"-p", strconv.Itoa(st.Port),
@@ -122,6 +139,7 @@ func startPostgres(ctx context.Context, dir string, detached bool) (*pgState, er
 		"-c", "wal_sender_timeout=60s",
 		"-c", "logging_collector=off",
 	}
+	st.Args = append(st.Args, secArgs...)
 	if err := st.launch(ctx, detached); err != nil {
 		return nil, err
 	}

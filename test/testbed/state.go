@@ -69,8 +69,11 @@ type kafkaState struct {
 	Port           int      `json:"port"`
 	ControllerPort int      `json:"controller_port"`
 	Brokers        []string `json:"brokers"`
-	ClusterID      string   `json:"cluster_id"`
-	Version        string   `json:"version"`
+	// SASLPort and SecureBrokers are the SASL_SSL listener's (KafkaSecurity).
+	SASLPort      int      `json:"sasl_port,omitempty"`
+	SecureBrokers []string `json:"secure_brokers,omitempty"`
+	ClusterID     string   `json:"cluster_id"`
+	Version       string   `json:"version"`
 }
 
 func readState(dir string) (*state, error) {
