@@ -21,20 +21,11 @@ import (
 // checkCmd runs every preflight check against PostgreSQL and Kafka without
 // streaming or creating anything, and prints one line per check.
 func checkCmd(args []string, stdout, stderr io.Writer) int {
-	var cfg config
-	fs := newFlagSet("check", &cfg)
-	if err := parseFlags(fs, args, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitConfig
+	c, code := parseCommand("check", args, stderr, nil, nil)
+	if code >= 0 {
+		return code
 	}
-	rc, dc, sc, err := cfg.stages()
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
-		return exitConfig
-	}
+	cfg, rc, dc, sc := c.cfg, c.rc, c.dc, c.sc
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	checks := replication.Preflight(ctx, rc, zap.NewNop())

@@ -243,3 +243,44 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	}
 	return rc, dc, sc, errors.Join(errs...)
 }
+
+// command is a parsed sub-command: its flags and the stages' configuration.
+type command struct {
+	cfg config
+	rc  replication.Config
+	dc  decode.Config
+	sc  sink.Config
+	// invalid holds the configuration mistakes when parseCommand was asked
+	// to tolerate them (setup --print needs no server).
+	invalid error
+}
+
+// parseCommand parses the flags of sub-command name, with extra adding the
+// command's own flags, and builds the stages' configuration. It returns an
+// exit code >= 0 when the command must stop: help asked for (0) or a
+// mistake (2, printed to stderr).
+func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet), tolerate func() bool) (*command, int) {
+	c := &command{}
+	fs := newFlagSet(name, &c.cfg)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK
+		}
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		return nil, exitConfig
+	}
+	var err error
+	c.rc, c.dc, c.sc, err = c.cfg.stages()
+	if err != nil {
+		if tolerate != nil && tolerate() {
+			c.invalid = err
+			return c, -1
+		}
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+		return nil, exitConfig
+	}
+	return c, -1
+}

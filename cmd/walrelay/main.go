@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -82,20 +81,11 @@ func runCmd(args []string, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	var cfg config
-	fs := newFlagSet("run", &cfg)
-	if err := parseFlags(fs, args, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitConfig
+	c, code := parseCommand("run", args, stderr, nil, nil)
+	if code >= 0 {
+		return code
 	}
-	rc, dc, sc, err := cfg.stages()
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v\n", indent(err))
-		return exitConfig
-	}
+	cfg, rc, dc, sc := c.cfg, c.rc, c.dc, c.sc
 	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)

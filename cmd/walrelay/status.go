@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,20 +18,11 @@ import (
 // statusCmd prints the slot's state and lag. It exits 2 when the slot is
 // missing and 3 when it is lost.
 func statusCmd(args []string, stdout, stderr io.Writer) int {
-	var cfg config
-	fs := newFlagSet("status", &cfg)
-	if err := parseFlags(fs, args, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitConfig
+	c, code := parseCommand("status", args, stderr, nil, nil)
+	if code >= 0 {
+		return code
 	}
-	rc, _, _, err := cfg.stages()
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
-		return exitConfig
-	}
+	rc := c.rc
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rc.ConnString)
@@ -87,22 +77,16 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 // setupCmd creates, or with --print prints, the SQL for a least-privilege
 // role, the publication and the slot, and the pg_hba.conf line.
 func setupCmd(args []string, stdout, stderr io.Writer) int {
-	var cfg config
-	fs := newFlagSet("setup", &cfg)
-	print := fs.Bool("print", false, "print the SQL instead of running it")
-	role := fs.String("role", "walrelay", "least-privilege role to create for walrelay (empty: none); its password comes from WALRELAY_SETUP_ROLE_PASSWORD")
-	if err := parseFlags(fs, args, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitConfig
+	var print *bool
+	var role *string
+	c, code := parseCommand("setup", args, stderr, func(fs *flag.FlagSet) {
+		print = fs.Bool("print", false, "print the SQL instead of running it")
+		role = fs.String("role", "walrelay", "least-privilege role to create for walrelay (empty: none); its password comes from WALRELAY_SETUP_ROLE_PASSWORD")
+	}, func() bool { return *print })
+	if code >= 0 {
+		return code
 	}
-	rc, _, _, err := cfg.stages()
-	if err != nil && !*print {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
-		return exitConfig
-	}
+	cfg, rc := c.cfg, c.rc
 	tables := splitList(cfg.tables)
 	quoted := make([]string, len(tables))
 	for i, t := range tables {
