@@ -1,0 +1,16 @@
+// Package fault proves walrelay's delivery rules under faults, the way
+// Jepsen checks Kafka: writers commit outbox transactions continuously while
+// the real walrelay binary is killed, stopped, cut off from PostgreSQL or
+// Kafka, slowed down or doubled, and PostgreSQL and Kafka are restarted.
+// Then everything is read back and judged by harness.Check.
+//
+// Input: the test bed's PostgreSQL and Kafka and a walrelay binary built once
+// (or named by WALRELAY_TEST_BIN). Output: one RESULT line per scenario with
+// events written, faults injected, lost, phantom, order violations and
+// duplicates. Invariant: every scenario ends with lost = 0, phantom = 0,
+// order violations = 0, and duplicates only of events a fault struck before
+// they were confirmed.
+//
+// `make test` runs the short version of each scenario; WALRELAY_CHAOS=1
+// (`make chaos`) runs the long one.
+package fault

@@ -1,0 +1,418 @@
+package harness
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Dir is the direction a message travels through a Proxy.
+type Dir int
+
+const (
+	ToServer Dir = iota // client -> server
+	ToClient            // server -> client
+)
+
+// Matcher selects a message: a cut armed with it strikes right after the
+// proxy has forwarded the first message it selects.
+type Matcher func(dir Dir, msg []byte) bool
+
+// Proxy forwards TCP connections from a loopback port to a server, one
+// protocol message at a time, so that it can cut every connection, cut one
+// right after a chosen message, add latency to the server's answers and
+// throttle what clients send. It speaks just enough of the PostgreSQL or the
+// Kafka protocol to frame messages (and, for Kafka, to advertise itself in
+// metadata).
+type Proxy struct {
+	t      testing.TB
+	ln     net.Listener
+	target string
+	kafka  bool
+
+	latency atomic.Int64 // ns slept before forwarding each server message
+	rate    atomic.Int64 // client bytes per second; 0: unlimited
+
+	mu    sync.Mutex
+	links map[*link]struct{}
+	armed *armedCut
+	conns int
+	cuts  int
+	seen  map[string]int // messages forwarded, by Kind
+	errs  []error        // messages the proxy could not handle
+}
+
+type armedCut struct {
+	match Matcher
+	fired chan struct{}
+}
+
+type link struct {
+	client, server net.Conn
+	once           sync.Once
+
+	mu       sync.Mutex
+	requests map[int32][2]int16 // Kafka: correlation id -> api key, version
+}
+
+// close closes both sides. With reset, the peers get a reset, as when a
+// middlebox or a host dies, and what they had not read yet is lost;
+// without, what was forwarded is delivered before the end of the stream.
+func (l *link) close(reset bool) {
+	l.once.Do(func() {
+		for _, c := range []net.Conn{l.client, l.server} {
+			if tc, ok := c.(*net.TCPConn); ok && reset {
+				tc.SetLinger(0)
+			}
+			c.Close()
+		}
+	})
+}
+
+// NewPGProxy proxies a PostgreSQL server at target (host:port).
+func NewPGProxy(t testing.TB, target string) *Proxy { return newProxy(t, target, false) }
+
+// NewKafkaProxy proxies a Kafka broker at target (host:port, as the broker
+// advertises itself). It rewrites metadata responses so that the broker is
+// advertised at the proxy's address: clients that bootstrap through the
+// proxy then send everything, produce requests included, through it.
+func NewKafkaProxy(t testing.TB, target string) *Proxy { return newProxy(t, target, true) }
+
+func newProxy(t testing.TB, target string, kafka bool) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{t: t, ln: ln, target: target, kafka: kafka, links: map[*link]struct{}{}, seen: map[string]int{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.accept()
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		p.CutAll()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, err := range p.errs {
+			t.Errorf("proxy for %s: %v", target, err)
+		}
+	})
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetLatency delays each message from the server by d.
+func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// SetRate limits what clients send to bytesPerSecond (0: unlimited).
+func (p *Proxy) SetRate(bytesPerSecond int) { p.rate.Store(int64(bytesPerSecond)) }
+
+// CutAll resets every open connection and returns how many there were.
+func (p *Proxy) CutAll() int {
+	p.mu.Lock()
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	if len(links) > 0 {
+		p.cuts++
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		l.close(true)
+	}
+	return len(links)
+}
+
+// CutAfter arms a one-shot cut: right after the proxy forwards the first
+// message m selects, that message's connection is closed (the message is
+// delivered, nothing after it). The channel is closed when it struck.
+func (p *Proxy) CutAfter(m Matcher) <-chan struct{} {
+	a := &armedCut{match: m, fired: make(chan struct{})}
+	p.mu.Lock()
+	p.armed = a
+	p.mu.Unlock()
+	return a.fired
+}
+
+// Disarm withdraws a cut that has not struck.
+func (p *Proxy) Disarm() {
+	p.mu.Lock()
+	p.armed = nil
+	p.mu.Unlock()
+}
+
+// Stats returns the connections accepted, the cuts made and the messages
+// forwarded by kind (see Kind).
+func (p *Proxy) Stats() (conns, cuts int, seen map[string]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen = make(map[string]int, len(p.seen))
+	for k, v := range p.seen {
+		seen[k] = v
+	}
+	return p.conns, p.cuts, seen
+}
+
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		l := &link{client: c, server: s, requests: map[int32][2]int16{}}
+		p.mu.Lock()
+		p.links[l] = struct{}{}
+		p.conns++
+		p.mu.Unlock()
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go p.pump(l, ToServer, &wg)
+		go p.pump(l, ToClient, &wg)
+		go func() {
+			wg.Wait()
+			p.mu.Lock()
+			delete(p.links, l)
+			p.mu.Unlock()
+		}()
+	}
+}
+
+// pump forwards the messages of one direction of l until either side ends.
+func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
+	defer wg.Done()
+	defer l.close(false)
+	src, dst := l.client, l.server
+	if dir == ToClient {
+		src, dst = l.server, l.client
+	}
+	r := bufio.NewReaderSize(src, 64<<10)
+	startup := dir == ToServer // PostgreSQL's first client message has no type byte
+	for {
+		var msg []byte
+		var err error
+		if p.kafka {
+			msg, err = readKafka(r)
+		} else {
+			msg, err = readPG(r, startup)
+			startup = false
+		}
+		if err != nil {
+			return
+		}
+		if dir == ToClient {
+			if d := time.Duration(p.latency.Load()); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		if p.kafka {
+			if msg, err = l.kafkaMessage(dir, msg, p.target, p.Addr()); err != nil {
+				p.mu.Lock()
+				p.errs = append(p.errs, err)
+				p.mu.Unlock()
+				return
+			}
+		}
+		if _, err := dst.Write(msg); err != nil {
+			return
+		}
+		if rate := p.rate.Load(); dir == ToServer && rate > 0 {
+			time.Sleep(time.Duration(int64(len(msg)) * int64(time.Second) / rate))
+		}
+		p.mu.Lock()
+		if k := p.kind(dir, msg); k != "" {
+			p.seen[k]++
+		}
+		a := p.armed
+		if a != nil && a.match(dir, msg) {
+			p.armed = nil
+			p.cuts++
+		} else {
+			a = nil
+		}
+		p.mu.Unlock()
+		if a != nil {
+			// N.B. no reset: the message just forwarded reaches its peer
+			// before the connection ends.
+			l.close(false)
+			close(a.fired)
+			return
+		}
+	}
+}
+
+// readPG reads one PostgreSQL protocol message: type byte (none for the
+// startup message) and a length that counts itself.
+func readPG(r *bufio.Reader, startup bool) ([]byte, error) {
+	hdr := 5
+	if startup {
+		hdr = 4
+	}
+	head, err := r.Peek(hdr)
+	if err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(head[hdr-4:]))
+	if n < 4 || n > 1<<30 {
+		return nil, fmt.Errorf("postgres message length %d", n)
+	}
+	if startup && n == 8 {
+		// An SSLRequest or GSSENCRequest would be answered by a single
+		// untyped byte; the test bed's DSNs say sslmode=disable.
+		return nil, errors.New("proxy: SSL and GSS encryption requests are not supported")
+	}
+	msg := make([]byte, hdr-4+n)
+	_, err = io.ReadFull(r, msg)
+	return msg, err
+}
+
+// readKafka reads one Kafka request or response: a length, then that many
+// bytes.
+func readKafka(r *bufio.Reader) ([]byte, error) {
+	head, err := r.Peek(4)
+	if err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(head))
+	if n < 4 || n > 1<<30 {
+		return nil, fmt.Errorf("kafka message length %d", n)
+	}
+	msg := make([]byte, 4+n)
+	_, err = io.ReadFull(r, msg)
+	return msg, err
+}
+
+// kafkaMessage notes each request's API key and version by correlation id,
+// and rewrites metadata responses to advertise the proxy instead of target.
+func (l *link) kafkaMessage(dir Dir, msg []byte, target, self string) ([]byte, error) {
+	if dir == ToServer {
+		if len(msg) >= 12 {
+			key, version := int16(binary.BigEndian.Uint16(msg[4:])), int16(binary.BigEndian.Uint16(msg[6:]))
+			l.mu.Lock()
+			l.requests[int32(binary.BigEndian.Uint32(msg[8:]))] = [2]int16{key, version}
+			l.mu.Unlock()
+		}
+		return msg, nil
+	}
+	if len(msg) < 8 {
+		return nil, errors.New("kafka response without correlation id")
+	}
+	corr := int32(binary.BigEndian.Uint32(msg[4:]))
+	l.mu.Lock()
+	req, ok := l.requests[corr]
+	delete(l.requests, corr)
+	l.mu.Unlock()
+	if !ok || req[0] != (&kmsg.MetadataResponse{}).Key() {
+		return msg, nil
+	}
+	return rewriteMetadata(msg, req[1], target, self)
+}
+
+// rewriteMetadata replaces the broker at target with self in a Metadata
+// response of the given version.
+func rewriteMetadata(msg []byte, version int16, target, self string) ([]byte, error) {
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(version)
+	body := 8 // size, correlation id
+	if resp.IsFlexible() {
+		// Response header v1: tagged fields after the correlation id.
+		n, sz := binary.Uvarint(msg[body:])
+		if sz <= 0 {
+			return nil, errors.New("metadata response: bad header tags")
+		}
+		body += sz
+		for i := uint64(0); i < n; i++ {
+			for j := 0; j < 2; j++ { // tag, then size
+				v, sz := binary.Uvarint(msg[body:])
+				if sz <= 0 {
+					return nil, errors.New("metadata response: bad header tags")
+				}
+				body += sz
+				if j == 1 {
+					body += int(v)
+				}
+			}
+		}
+	}
+	if err := resp.ReadFrom(msg[body:]); err != nil {
+		return nil, fmt.Errorf("metadata response v%d: %w", version, err)
+	}
+	th, tp, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, err
+	}
+	sh, sp, err := net.SplitHostPort(self)
+	if err != nil {
+		return nil, err
+	}
+	tport, _ := strconv.Atoi(tp)
+	sport, _ := strconv.Atoi(sp)
+	for i := range resp.Brokers {
+		b := &resp.Brokers[i]
+		if b.Host == th && int(b.Port) == tport {
+			b.Host, b.Port = sh, int32(sport)
+		}
+	}
+	out := append([]byte(nil), msg[:body]...)
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, nil
+}
+
+// kind names messages worth counting: Kafka requests by API, PostgreSQL
+// replication messages.
+func (p *Proxy) kind(dir Dir, msg []byte) string {
+	switch {
+	case p.kafka && dir == ToServer && len(msg) >= 6:
+		switch binary.BigEndian.Uint16(msg[4:]) {
+		case 0:
+			return "produce"
+		case 3:
+			return "metadata"
+		}
+	case !p.kafka && PGCommit(dir, msg):
+		return "commit"
+	case !p.kafka && PGStatusUpdate(dir, msg):
+		return "status_update"
+	}
+	return ""
+}
+
+// PGCommit selects an XLogData message carrying a pgoutput Commit, sent by
+// the server: the relay has the whole transaction but has not confirmed it.
+func PGCommit(dir Dir, msg []byte) bool {
+	// 'd', length(4), 'w', start(8), end(8), time(8), then the WAL data.
+	return dir == ToClient && len(msg) > 30 && msg[0] == 'd' && msg[5] == 'w' && msg[30] == 'C'
+}
+
+// PGStatusUpdate selects a standby status update sent by the client: the
+// relay confirming a position.
+func PGStatusUpdate(dir Dir, msg []byte) bool {
+	return dir == ToServer && len(msg) > 5 && msg[0] == 'd' && msg[5] == 'r'
+}
+
+// KafkaProduce selects a produce request: the broker appends its records,
+// and the cut keeps the acknowledgement from the producer.
+func KafkaProduce(dir Dir, msg []byte) bool {
+	return dir == ToServer && len(msg) >= 6 && binary.BigEndian.Uint16(msg[4:]) == 0
+}

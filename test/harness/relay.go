@@ -1,0 +1,259 @@
+package harness
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// EnvRelayBin names a walrelay binary to test instead of building one.
+const EnvRelayBin = "WALRELAY_TEST_BIN"
+
+// BuildRelay builds the walrelay binary into dir, or returns the one
+// WALRELAY_TEST_BIN names. Call it from TestMain, once per package.
+func BuildRelay(dir string) (string, error) {
+	if bin := os.Getenv(EnvRelayBin); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("%s: %w", EnvRelayBin, err)
+		}
+		return bin, nil
+	}
+	bin := filepath.Join(dir, "walrelay")
+	build := exec.Command("go", "build", "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build walrelay: %w", err)
+	}
+	return bin, nil
+}
+
+// Relay is one walrelay process.
+type Relay struct {
+	t       testing.TB
+	env     *Env
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error
+
+	mu       sync.Mutex
+	peakRSS  int64  // kB, VmHWM as last sampled
+	httpAddr string // bound address of --http-addr, once logged
+}
+
+// StartRelay runs the walrelay binary against e with args added to (and
+// overriding) the defaults: e's database, slot, publication and the bed's
+// brokers.
+func (e *Env) StartRelay(t testing.TB, args ...string) *Relay {
+	t.Helper()
+	all := []string{"run",
+		"--pg-url", e.DSN,
+		"--brokers", strings.Join(e.Bed.Brokers(), ","),
+		"--slot", e.Slot,
+		"--publication", e.Pub,
+		"--header-columns", "type:eventType",
+		"--status-interval", "1s",
+		"--topic-partitions", "3",
+		"--log-level", "info",
+		// N.B. loopback only, on a port of its own: relays run side by side.
+		"--http-addr", "127.0.0.1:0",
+	}
+	all = append(all, args...)
+	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano()))
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(e.Bin, all...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// N.B. a test binary killed by -timeout takes its relays with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start walrelay: %v", err)
+	}
+	p := &Relay{t: t, env: e, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	go p.sampleRSS()
+	t.Cleanup(func() {
+		if !p.Exited() {
+			cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			p.dumpLog()
+		}
+	})
+	return p
+}
+
+// Pid is the process id.
+func (p *Relay) Pid() int { return p.cmd.Process.Pid }
+
+func (p *Relay) sampleRSS() {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-tick.C:
+			if kb := ProcStatusKB(p.Pid(), "VmHWM"); kb > 0 {
+				p.mu.Lock()
+				p.peakRSS = max(p.peakRSS, kb)
+				p.mu.Unlock()
+			}
+		}
+	}
+}
+
+// ProcStatusKB reads a kB field of /proc/PID/status, such as VmRSS or VmHWM
+// (the peak resident set size); 0 when it cannot.
+func ProcStatusKB(pid int, field string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// PeakRSSMB is the largest resident set seen, in MiB.
+func (p *Relay) PeakRSSMB() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return float64(p.peakRSS) / 1024
+}
+
+func (p *Relay) dumpLog() {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	p.t.Logf("walrelay log (%s, last %d lines):\n%s", p.logPath, len(lines), strings.Join(lines, "\n"))
+}
+
+// Log returns the whole log so far.
+func (p *Relay) Log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Stop sends SIGTERM and waits for the exit; it returns the exit code.
+func (p *Relay) Stop(timeout time.Duration) int {
+	p.t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	return p.Wait(timeout)
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (p *Relay) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Wait waits for the exit and returns the exit code, failing the test after
+// timeout.
+func (p *Relay) Wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-p.done
+		p.t.Fatalf("walrelay did not exit within %s", timeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		p.t.Fatalf("walrelay: %v", p.err)
+	}
+	return 0
+}
+
+// Exited reports whether the process has ended.
+func (p *Relay) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+var httpAddrRE = regexp.MustCompile(`"msg":"serving /metrics, /healthz and /readyz","addr":"([^"]+)"`)
+
+// HTTPAddr is the address serving /metrics, /healthz and /readyz, as the
+// process logs it once it listens.
+func (p *Relay) HTTPAddr() string {
+	p.t.Helper()
+	p.mu.Lock()
+	addr := p.httpAddr
+	p.mu.Unlock()
+	if addr != "" {
+		return addr
+	}
+	WaitFor(p.t, 30*time.Second, "walrelay to serve HTTP", func() bool {
+		m := httpAddrRE.FindStringSubmatch(p.Log())
+		if m == nil && p.Exited() {
+			p.t.Fatalf("walrelay exited before serving HTTP")
+		}
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	})
+	p.mu.Lock()
+	p.httpAddr = addr
+	p.mu.Unlock()
+	return addr
+}
+
+// Ready GETs /readyz and returns its status code (0 when unreachable).
+func (p *Relay) Ready() int {
+	p.t.Helper()
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + p.HTTPAddr() + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// WaitStreaming waits until a walrelay streams the slot (a walsender holds
+// it); it fails if this process exits first.
+func (p *Relay) WaitStreaming() {
+	p.t.Helper()
+	WaitFor(p.t, time.Minute, "walrelay to stream the slot", func() bool {
+		if p.Exited() {
+			p.t.Fatalf("walrelay exited before streaming")
+		}
+		return p.env.Walsender(p.t) != 0
+	})
+}

@@ -1,0 +1,255 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Workload writes outbox transactions the way an application does: a
+// business row and outbox rows in one transaction. Writers survive server
+// restarts and cut connections: they reconnect and go on.
+type Workload struct {
+	Writers    int     // concurrent writers
+	Events     int     // stop once this many outbox rows are committed; 0: until the context ends
+	Aggregates int     // distinct aggregate ids
+	MaxTxRows  int     // each transaction has 1..MaxTxRows outbox rows
+	Rollback   float64 // share of transactions rolled back
+	Business   float64 // share of transactions that also write the orders table
+	Pause      time.Duration
+	Pad        int // hex digits of random padding in each payload
+
+	committed  atomic.Int64
+	mu         sync.Mutex
+	rolledBack map[string]bool
+	unknown    map[string]bool // the connection broke: committed or not
+}
+
+// Prepare creates the per-aggregate sequence rows.
+func (w *Workload) Prepare(t testing.TB, e *Env) {
+	t.Helper()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO agg_seq (id) SELECT 'agg-' || i FROM generate_series(0, $1 - 1) i ON CONFLICT DO NOTHING`, w.Aggregates)
+}
+
+// Committed is the number of outbox rows whose commit succeeded.
+func (w *Workload) Committed() int64 { return w.committed.Load() }
+
+// RolledBack returns the ids of rows rolled back (phantom candidates).
+func (w *Workload) RolledBack() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]bool, len(w.rolledBack))
+	for id := range w.rolledBack {
+		out[id] = true
+	}
+	return out
+}
+
+// Unknown returns how many rows were in transactions whose connection broke
+// before the outcome was known; the outbox table says which committed.
+func (w *Workload) Unknown() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.unknown)
+}
+
+// Writing is a workload running in the background.
+type Writing struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Start runs the workload in the background.
+func (w *Workload) Start(e *Env) *Writing {
+	ctx, cancel := context.WithCancel(context.Background())
+	wr := &Writing{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		wr.err = w.Run(ctx, e)
+		close(wr.done)
+	}()
+	return wr
+}
+
+// Wait waits until the workload has committed its Events and returns its
+// error.
+func (wr *Writing) Wait() error {
+	<-wr.done
+	return wr.err
+}
+
+// Stop ends the workload now and returns its error.
+func (wr *Writing) Stop() error {
+	wr.cancel()
+	return wr.Wait()
+}
+
+// Done is closed when the workload has ended.
+func (wr *Writing) Done() <-chan struct{} { return wr.done }
+
+// Run writes until Events rows are committed or ctx ends.
+func (w *Workload) Run(ctx context.Context, e *Env) error {
+	w.mu.Lock()
+	if w.rolledBack == nil {
+		w.rolledBack, w.unknown = map[string]bool{}, map[string]bool{}
+	}
+	w.mu.Unlock()
+	errs := make(chan error, w.Writers)
+	var wg sync.WaitGroup
+	for i := 0; i < w.Writers; i++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			errs <- w.writer(ctx, e, mrand.New(mrand.NewPCG(seed, uint64(time.Now().UnixNano()))))
+		}(uint64(i))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Workload) done(ctx context.Context) bool {
+	return ctx.Err() != nil || (w.Events > 0 && w.committed.Load() >= int64(w.Events))
+}
+
+// brokenConn reports whether err means the connection (or the server) went
+// away rather than the statement failing.
+func brokenConn(conn *pgx.Conn, err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 57P01 admin_shutdown and friends, 08xxx connection exceptions.
+		return pgErr.Code[:2] == "57" || pgErr.Code[:2] == "08"
+	}
+	return conn.IsClosed() || !errors.Is(err, context.Canceled)
+}
+
+func (w *Workload) writer(ctx context.Context, e *Env, rng *mrand.Rand) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	var downSince time.Time
+	for !w.done(ctx) {
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.Connect(ctx, e.DSN)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if downSince.IsZero() {
+					downSince = time.Now()
+				}
+				if time.Since(downSince) > 2*time.Minute {
+					return fmt.Errorf("writer: reconnect for 2 minutes: %w", err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			conn, downSince = c, time.Time{}
+		}
+		rows := 1 + rng.IntN(w.MaxTxRows)
+		rollback := rng.Float64() < w.Rollback
+		business := rng.Float64() < w.Business
+		ids, err := w.tx(ctx, e, conn, rng, rows, rollback, business)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil && rollback:
+			w.record(w.rolledBack, ids)
+		case err == nil:
+			w.committed.Add(int64(rows))
+		case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"):
+			// Deadlock or serialization failure: the transaction rolled back;
+			// an application would retry it.
+			w.record(w.rolledBack, ids)
+		case ctx.Err() != nil:
+			w.record(w.unknown, ids)
+			return nil
+		case brokenConn(conn, err):
+			// N.B. a COMMIT whose answer was lost may have committed: the
+			// outbox table, read at the end, is the truth.
+			w.record(w.unknown, ids)
+			conn.Close(context.Background())
+			conn = nil
+			continue
+		default:
+			return fmt.Errorf("writer: %w", err)
+		}
+		if w.Pause > 0 {
+			time.Sleep(w.Pause)
+		}
+	}
+	return nil
+}
+
+func (w *Workload) record(set map[string]bool, ids []string) {
+	w.mu.Lock()
+	for _, id := range ids {
+		set[id] = true
+	}
+	w.mu.Unlock()
+}
+
+func (w *Workload) tx(ctx context.Context, e *Env, conn *pgx.Conn, rng *mrand.Rand, rows int, rollback, business bool) ([]string, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.Background())
+	if business {
+		if _, err := tx.Exec(ctx, `INSERT INTO orders (customer, total, note) VALUES ($1, $2, 'business row')`, fmt.Sprint("c", rng.IntN(1000)), rng.IntN(10000)); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]string, rows)
+	// Aggregates in ascending order: transactions lock agg_seq rows in one
+	// order and never deadlock.
+	ks := make([]int, rows)
+	for i := range ks {
+		ks[i] = rng.IntN(w.Aggregates)
+	}
+	slices.Sort(ks)
+	for i := range ids {
+		k := ks[i]
+		agg := fmt.Sprintf("agg-%d", k)
+		ids[i] = NewUUID()
+		// N.B. the row lock on agg_seq orders an aggregate's events by commit:
+		// a later transaction waits for it, and a rollback gives its numbers back.
+		_, err := tx.Exec(ctx, `WITH s AS (UPDATE agg_seq SET seq = seq + 1 WHERE id = $3 RETURNING seq)
+			INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+			SELECT $1, $2, $3, $4, jsonb_build_object('seq', s.seq, 'agg', $3::text, 'xid', txid_current(),
+				'note', 'ünïcødé ✓ "quoted"', 'nested', jsonb_build_object('n', $5::int, 'list', jsonb_build_array(1, 2.5, null, true)),
+				'pad', $6::text)
+			FROM s`, ids[i], e.AggType(k), agg, "OrderCreated", i, pad(w.Pad))
+		if err != nil {
+			return ids, err
+		}
+	}
+	if rollback {
+		return ids, tx.Rollback(ctx)
+	}
+	return ids, tx.Commit(ctx)
+}
+
+func pad(n int) string {
+	b := make([]byte, (n+1)/2)
+	rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}
