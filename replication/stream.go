@@ -40,7 +40,11 @@ type Stream struct {
 	walEnd    atomic.Uint64 // server WAL end of the last keepalive
 	beat      atomic.Int64  // unix nanoseconds of the receive loop's last turn
 	streaming atomic.Bool   // START_REPLICATION succeeded and Run has not returned
+	streamed  atomic.Bool   // START_REPLICATION succeeded once
 }
+
+// Streamed reports whether the stream ever held the slot.
+func (s *Stream) Streamed() bool { return s.streamed.Load() }
 
 // Beat is when the receive loop last turned; it turns at least once per
 // status interval while the stream is healthy.
@@ -108,6 +112,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	s.confirmed.Store(uint64(start))
 	s.beat.Store(time.Now().UnixNano())
 	s.streaming.Store(true)
+	s.streamed.Store(true)
 	defer s.streaming.Store(false)
 	s.log.Info("streaming", zap.String("slot", s.cfg.Slot), zap.String("publication", s.cfg.Publication), zap.Stringer("lsn", start))
 
@@ -179,6 +184,10 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 	interval := s.cfg.StatusInterval
 	nextStatus := time.Now().Add(interval)
 	var stopBy time.Time
+	// N.B. an idle server may send nothing for long: after two quiet status
+	// intervals the status update asks for a reply; after four without
+	// any message the connection is taken for dead and re-established.
+	lastRecv := time.Now()
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
@@ -196,7 +205,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 			return nil
 		}
 		if now := time.Now(); !now.Before(nextStatus) {
-			if err := s.sendStatus(ss); err != nil {
+			if err := s.sendStatusReq(ss, now.Sub(lastRecv) > 2*interval); err != nil {
 				return err
 			}
 			nextStatus = now.Add(interval)
@@ -211,10 +220,14 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				if quiet := time.Since(lastRecv); quiet > 4*interval {
+					return fmt.Errorf("receive: no message from PostgreSQL for %s, not even a reply to a status update asking for one: the connection is dead", quiet.Round(time.Second))
+				}
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
+		lastRecv = time.Now()
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if len(msg.Data) == 0 {
@@ -234,7 +247,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 				// outbox on a busy database does not pin WAL.
 				idle := !ss.inTx && s.conf.Watermark() == ss.handedEnd
 				if pkm.ReplyRequested || (idle && pkm.ServerWALEnd > ss.confirmed) {
-					if err := s.sendStatusAt(ss, pkm.ServerWALEnd, idle); err != nil {
+					if err := s.sendStatusAt(ss, pkm.ServerWALEnd, idle, false); err != nil {
 						return err
 					}
 					nextStatus = time.Now().Add(interval)
@@ -307,12 +320,18 @@ func commitEnd(b []byte) (pglogrepl.LSN, bool) {
 }
 
 func (s *Stream) sendStatus(ss *session) error {
-	return s.sendStatusAt(ss, 0, false)
+	return s.sendStatusAt(ss, 0, false, false)
+}
+
+// sendStatusReq sends a status update, asking the server to reply when
+// reply is set.
+func (s *Stream) sendStatusReq(ss *session, reply bool) error {
+	return s.sendStatusAt(ss, 0, false, reply)
 }
 
 // sendStatusAt sends a status update confirming the watermark, or walEnd
 // when idle says the keepalive position may be confirmed.
-func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle bool) error {
+func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle, reply bool) error {
 	pos := s.conf.Watermark()
 	if idle && walEnd > pos {
 		pos = walEnd
@@ -329,6 +348,7 @@ func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle bool) erro
 		WALFlushPosition: pos,
 		WALApplyPosition: pos,
 		ClientTime:       time.Now(),
+		ReplyRequested:   reply,
 	})
 	if err != nil {
 		return fmt.Errorf("send status update: %w", err)

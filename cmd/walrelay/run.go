@@ -156,7 +156,9 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 		default:
 		}
 		r.metrics.Restarts.WithLabelValues(cause(err)).Inc()
-		if time.Since(started) > time.Minute {
+		// N.B. an attempt that streamed was healthy: the next failure is a
+		// new one, not a repeat, and waits the least.
+		if p := r.current.Load(); time.Since(started) > time.Minute || p != nil && p.stream.Streamed() {
 			backoff = minBackoff
 		}
 		wait := backoff
@@ -220,6 +222,7 @@ func cause(err error) string {
 // attempt runs one pipeline: one replication connection, one Kafka client,
 // one checkpoint tracker starting at the slot's confirmed position.
 func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
+	r.current.Store(nil)
 	// Columns first: nothing is created for a mapping that cannot work.
 	if err := checkColumns(ctx, r.rc.ConnString, r.dc); err != nil {
 		return onPostgres(err)
