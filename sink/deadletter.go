@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -132,8 +133,8 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) *kg
 			{Key: HeaderErrorClass, Value: []byte(reason)},
 			{Key: HeaderErrorMessage, Value: []byte(err.Error())},
 			{Key: HeaderTable, Value: []byte(meta.table)},
-			{Key: HeaderCommitLSN, Value: []byte(meta.commitLSN)},
-			{Key: HeaderXid, Value: []byte(meta.xid)},
+			{Key: HeaderCommitLSN, Value: []byte(meta.commitLSN.String())},
+			{Key: HeaderXid, Value: strconv.AppendUint(nil, uint64(meta.xid), 10)},
 			{Key: HeaderTopic, Value: []byte(r.Topic)},
 		},
 	}
@@ -148,8 +149,14 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) *kg
 	return dl
 }
 
+// recordMeta describes a Tx part for dead-letter headers. N.B. kept as
+// values and formatted only when a record is dead-lettered: formatting them
+// for every part cost about 3% of walrelay's CPU in a drain of single-row
+// transactions (fmt.Sprintf in LSN.String).
 type recordMeta struct {
-	table, commitLSN, xid string
+	table     string
+	commitLSN pglogrepl.LSN
+	xid       uint32
 }
 
 // rejection is a record Kafka refused, waiting to be dead-lettered.
@@ -196,7 +203,7 @@ func (s *Sink) deadLetterLoop() {
 		for _, rj := range s.rejects.take() {
 			dl := s.deadLetterRejected(rj.rec, rj.err, rj.acks.meta)
 			s.log.Warn("record rejected by Kafka: dead-lettered", zap.String("topic", rj.rec.Topic),
-				zap.String("table", rj.acks.meta.table), zap.String("commit_lsn", rj.acks.meta.commitLSN), zap.Error(rj.err))
+				zap.String("table", rj.acks.meta.table), zap.Stringer("commit_lsn", rj.acks.meta.commitLSN), zap.Error(rj.err))
 			s.metrics.DeadLetter(string(dl.Headers[0].Value))
 			s.cl.Produce(s.ctx, dl, rj.acks.deadLettered)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -413,7 +412,7 @@ func partMeta(tx *decode.Tx) recordMeta {
 			table = "(several)"
 		}
 	}
-	return recordMeta{table: table, commitLSN: tx.CommitLSN.String(), xid: strconv.FormatUint(uint64(tx.Xid), 10)}
+	return recordMeta{table: table, commitLSN: tx.CommitLSN, xid: tx.Xid}
 }
 
 type txAcks struct {
