@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test lint clean
+.PHONY: build test chaos lint clean
 
 build:
 	$(GO) build -o bin/walrelay ./cmd/walrelay
@@ -10,6 +10,13 @@ build:
 # One PostgreSQL and one Kafka for every package (test/cmd/testbed).
 test:
 	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./decode/
+
+# The long fault-injection run of test/fault (its package doc): at least 100
+# kill -9 over 500,000 events, 30 s Kafka outages, and longer versions of every
+# other scenario. About half an hour on two cores.
+chaos:
+	WALRELAY_CHAOS=1 $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 3h ./test/fault/
 
 lint:
 	$(GO) vet ./...
@@ -24,3 +31,17 @@ clean:
 .PHONY: demo
 demo:
 	$(GO) run ./test/cmd/testbed -- $(GO) run ./test/cmd/demo
+
+# Side-by-side benchmark (bench/README.md): walrelay, its null sink,
+# pg_recvlogical and Debezium on one test bed; sizes from BENCH_* variables
+# (BENCH_ROWS=50000 for a quick run), raw results in bench/results/.
+.PHONY: bench compat
+bench: build
+	$(GO) build -o bin/bench ./bench/cmd/bench
+	$(GO) run ./test/cmd/testbed -- bin/bench -walrelay bin/walrelay
+
+# Record compatibility: Debezium and walrelay relay the same outbox rows;
+# every difference is listed (bench/results/DATE-HOST-compat.md).
+compat: build
+	$(GO) build -o bin/compat ./bench/cmd/compat
+	$(GO) run ./test/cmd/testbed -- bin/compat -walrelay bin/walrelay

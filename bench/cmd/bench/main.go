@@ -1,0 +1,229 @@
+// Command bench measures walrelay side by side with the slot's ceiling
+// (pg_recvlogical with pgoutput, and walrelay's bench-only null sink) and
+// with Debezium (Kafka Connect standalone, PostgreSQL connector, Outbox Event
+// Router), in one run on the same PostgreSQL and Kafka:
+//
+//	make bench            # = go run ./test/cmd/testbed -- bin/bench
+//
+// W1 drains a backlog committed while every relay is stopped: single-row
+// transactions, then large transactions. W2 writes at fixed rates and an
+// independent franz-go consumer measures commit-to-consumer latency. Raw
+// figures go to bench/results/DATE-HOST.json, a markdown table to stdout
+// and next to the JSON. Sizes come from flags or BENCH_* variables; the
+// issue's targets are reported as figures, never asserted.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/walrelay/walrelay/bench/internal/rig"
+)
+
+// Relay names.
+const (
+	relayRecv     = "pg_recvlogical"
+	relayNull     = "walrelay-null"
+	relayWalrelay = "walrelay"
+	relayDebezium = "debezium"
+)
+
+type config struct {
+	rows         int
+	batchTx      int
+	batchRows    int
+	aggregates   int
+	fillConns    int
+	relays       []string
+	workloads    []string
+	w2Rates      []int
+	w2Duration   time.Duration
+	w2Warmup     time.Duration
+	drainTimeout time.Duration
+	partitions   int
+	status       time.Duration
+	profile      bool
+	outDir       string
+	walrelayBin  string
+	db           string
+	keepLogs     bool
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func parseConfig() (*config, error) {
+	c := &config{}
+	fs := flag.CommandLine
+	rows := fs.String("rows", envOr("BENCH_ROWS", "1000000"), "W1: single-row transactions in the backlog (BENCH_ROWS)")
+	batchTx := fs.String("batch-tx", envOr("BENCH_BATCH_TX", "10"), "W1: large transactions in the second backlog (BENCH_BATCH_TX)")
+	batchRows := fs.String("batch-rows", envOr("BENCH_BATCH_ROWS", "100000"), "W1: rows per large transaction (BENCH_BATCH_ROWS)")
+	aggs := fs.String("aggregates", envOr("BENCH_AGGREGATES", "10000"), "distinct aggregate ids (BENCH_AGGREGATES)")
+	fill := fs.String("fill-conns", envOr("BENCH_FILL_CONNS", "2"), "connections committing the W1 backlog (BENCH_FILL_CONNS)")
+	relays := fs.String("relays", envOr("BENCH_RELAYS", strings.Join([]string{relayRecv, relayNull, relayWalrelay, relayDebezium}, ",")), "relays to run, in order (BENCH_RELAYS)")
+	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2"), "workloads: w1 (single-row backlog), w1batch (large transactions), w2 (latency) (BENCH_WORKLOADS)")
+	rates := fs.String("w2-rates", envOr("BENCH_W2_RATES", "1000,5000"), "W2: events per second (BENCH_W2_RATES)")
+	w2d := fs.String("w2-duration", envOr("BENCH_W2_DURATION", "60s"), "W2: how long each rate is written (BENCH_W2_DURATION)")
+	w2w := fs.String("w2-warmup", envOr("BENCH_W2_WARMUP", "10s"), "W2: unmeasured writing before the first rate (BENCH_W2_WARMUP)")
+	drain := fs.String("drain-timeout", envOr("BENCH_DRAIN_TIMEOUT", "30m"), "longest wait for one relay to drain one backlog (BENCH_DRAIN_TIMEOUT)")
+	parts := fs.String("partitions", envOr("BENCH_PARTITIONS", "6"), "partitions of every topic (walrelay's default) (BENCH_PARTITIONS)")
+	status := fs.String("status-interval", envOr("BENCH_STATUS_INTERVAL", "1s"), "walrelay --status-interval and Debezium offset.flush.interval.ms (BENCH_STATUS_INTERVAL)")
+	fs.BoolVar(&c.profile, "profile", envOr("BENCH_PROFILE", "") != "", "write walrelay CPU profiles of the W1 drains next to the results (BENCH_PROFILE=1)")
+	fs.StringVar(&c.outDir, "out", envOr("BENCH_OUT", "bench/results"), "results directory (BENCH_OUT)")
+	fs.StringVar(&c.walrelayBin, "walrelay", envOr("BENCH_WALRELAY", ""), "walrelay binary (default: build ./cmd/walrelay) (BENCH_WALRELAY)")
+	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")
+	fs.BoolVar(&c.keepLogs, "keep-logs", envOr("BENCH_KEEP_LOGS", "") != "", "keep the relays' logs after a successful run (BENCH_KEEP_LOGS=1)")
+	flag.Parse()
+	var errs []string
+	atoi := func(name, s string, min int) int {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < min {
+			errs = append(errs, fmt.Sprintf("-%s %q: want an integer of at least %d", name, s, min))
+		}
+		return n
+	}
+	dur := func(name, s string) time.Duration {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Sprintf("-%s %q: want a duration such as 60s", name, s))
+		}
+		return d
+	}
+	c.rows = atoi("rows", *rows, 1)
+	c.batchTx = atoi("batch-tx", *batchTx, 1)
+	c.batchRows = atoi("batch-rows", *batchRows, 1)
+	c.aggregates = atoi("aggregates", *aggs, 1)
+	c.fillConns = atoi("fill-conns", *fill, 1)
+	c.partitions = atoi("partitions", *parts, 1)
+	c.w2Duration = dur("w2-duration", *w2d)
+	c.w2Warmup = dur("w2-warmup", *w2w)
+	c.drainTimeout = dur("drain-timeout", *drain)
+	c.status = dur("status-interval", *status)
+	for _, r := range strings.Split(*relays, ",") {
+		switch r = strings.TrimSpace(r); r {
+		case relayRecv, relayNull, relayWalrelay, relayDebezium:
+			c.relays = append(c.relays, r)
+		case "":
+		default:
+			errs = append(errs, fmt.Sprintf("-relays: unknown relay %q (want %s, %s, %s, %s)", r, relayRecv, relayNull, relayWalrelay, relayDebezium))
+		}
+	}
+	for _, w := range strings.Split(*workloads, ",") {
+		switch w = strings.TrimSpace(w); w {
+		case "w1", "w1batch", "w2":
+			c.workloads = append(c.workloads, w)
+		case "":
+		default:
+			errs = append(errs, fmt.Sprintf("-workloads: unknown workload %q (want w1, w1batch, w2)", w))
+		}
+	}
+	for _, r := range strings.Split(*rates, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			c.w2Rates = append(c.w2Rates, atoi("w2-rates", r, 1))
+		}
+	}
+	if c.status < 100*time.Millisecond {
+		errs = append(errs, "-status-interval: want at least 100ms")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return c, nil
+}
+
+func (c *config) has(relay string) bool {
+	for _, r := range c.relays {
+		if r == relay {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *config) runs(workload string) bool {
+	for _, w := range c.workloads {
+		if w == workload {
+			return true
+		}
+	}
+	return false
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	cfg, err := parseConfig()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 2
+	}
+	env, err := rig.FromEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	b, err := newBench(ctx, cfg, env)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	defer b.close()
+	if err := b.run(ctx); err != nil {
+		logf("%v", err)
+		b.res.Errors = append(b.res.Errors, err.Error())
+	}
+	path, err := b.write()
+	if err != nil {
+		logf("write results: %v", err)
+		return 1
+	}
+	logf("raw results: %s", path)
+	if len(b.res.Errors) > 0 {
+		logf("finished with %d error(s); logs kept in %s", len(b.res.Errors), b.work)
+		return 1
+	}
+	if !cfg.keepLogs {
+		_ = os.RemoveAll(b.work)
+	} else {
+		logf("logs kept in %s", b.work)
+	}
+	return 0
+}
+
+// slotName is a relay's slot (and publication) for a workload.
+func slotName(workload, relay string) string {
+	return "bench_" + workload + "_" + strings.NewReplacer("-", "_").Replace(relay)
+}
+
+// topicPrefix is where a relay's records go: walrelay "wr.", Debezium "dbz.".
+func topicPrefix(relay string) string {
+	if relay == relayDebezium {
+		return "dbz."
+	}
+	return "wr."
+}
+
+func (b *bench) logDir(name string) string {
+	d := filepath.Join(b.work, name)
+	_ = os.MkdirAll(d, 0o755)
+	return d
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+func f0(x float64) string {
+	if x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+func f1(x float64) string {
+	if x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+func f2(x float64) string {
+	if x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// markdown renders the results as the tables of README's Performance section.
+func markdown(res *Results) string {
+	var b strings.Builder
+	m := res.Machine
+	fmt.Fprintf(&b, "\n## walrelay benchmark, %s\n\n", res.Started)
+	fmt.Fprintf(&b, "Machine: %s, nproc %d, %d MiB, Linux %s; load average %s at start, %s at end; all cores %.0f%% busy over the run.  \n",
+		m.CPUModel, m.NProc, m.MemTotalMB, m.Kernel, m.LoadAtStart, m.LoadAtEnd, 100*m.BusyShareRun)
+	fmt.Fprintf(&b, "PostgreSQL %s, Kafka %s (broker), Kafka Connect %s + Debezium %s, %s, %s; walrelay %s.\n\n",
+		m.PGVersion, m.KafkaVersion, m.ConnectVer, m.DebeziumVer, m.JavaVersion, m.GoVersion, m.WalrelayRev)
+
+	if len(res.Fills) > 0 {
+		b.WriteString("### W1 backlog drain\n\n")
+		for _, f := range res.Fills {
+			fmt.Fprintf(&b, "- %s: %d rows in %d transactions, committed in %.1f s (%.0f rows/s), %d MiB of WAL; payload ~%.0f bytes, %d aggregates.\n",
+				f.Workload, f.Rows, f.Transactions, f.Seconds, f.RowsPerS, f.WALBytes>>20, res.Config.PayloadBytes, res.Config.Aggregates)
+		}
+		b.WriteString("\n| workload | relay | events | s to slot confirmed | events/s | s to all records in Kafka (events/s) | peak RSS MiB | CPU s | CPU s / M events | walsender CPU s | broker CPU s | other processes CPU s | load before → after |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, d := range res.Drains {
+			relay := d.Relay
+			if d.Error != "" {
+				relay += " (error)"
+			}
+			recs := "–"
+			if d.RecordsS > 0 {
+				recs = fmt.Sprintf("%.2f (%.0f)", d.RecordsS, d.RecordsPerS)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s → %s |\n",
+				d.Workload, relay, d.Events, f2(d.ConfirmedS), f0(d.EventsPerS), recs, f1(d.PeakRSSMB),
+				f1(d.CPUS), f1(d.CPUSPerMEvents), f1(d.WalsenderCPUS), f1(d.BrokerCPUS), d.OtherCPUS, d.LoadBefore, d.LoadAfter)
+		}
+		for _, d := range res.Drains {
+			if d.WorkerStartS > 0 {
+				fmt.Fprintf(&b, "\nDebezium's Connect worker (%s) took %.1f s and %.1f CPU s to start before the connector was created; not counted above.", d.Workload, d.WorkerStartS, d.WorkerStartCPU)
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(res.Latency) > 0 {
+		b.WriteString("\n### W2 steady rate: commit-to-consumer latency (ms)\n\n")
+		b.WriteString("Insert → consume: consumer receive time minus the row's clock_timestamp() at insert (in the payload), the same measure for both relays. Record ts → consume: minus the Kafka record timestamp (walrelay: commit time; Debezium: when the connector processed the event; 1 ms resolution).\n\n")
+		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ | CPU s | CPU s / M events | peak RSS MiB | machine busy |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|\n")
+		for _, l := range res.Latency {
+			relay := l.Relay
+			if l.Error != "" {
+				relay += " (error)"
+			}
+			s := l.InsertToConsume
+			own := "–"
+			if c := l.RelayCommitToAck; c != nil {
+				own = fmt.Sprintf("%.1f / %.0f", c.MeanMS, c.P99LE)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f / %.1f | %s | %s | %s | %s | %.0f%% |\n",
+				relay, l.TargetRate, l.AchievedRate, l.Received, s.P50, s.P90, s.P99, s.P999, s.Max,
+				l.RecordTSToConsume.P50, l.RecordTSToConsume.P99, own, f1(l.CPUS), f1(l.CPUSPerMEvents), f1(l.PeakRSSMB), 100*l.BusyShare)
+		}
+	}
+	b.WriteString(targets(res))
+	if len(res.Errors) > 0 {
+		b.WriteString("\n### Errors\n\n")
+		for _, e := range res.Errors {
+			fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(e, "\n", " "))
+		}
+	}
+	return b.String()
+}
+
+// targets sets the figures next to issue 7's targets: information, not a verdict.
+func targets(res *Results) string {
+	var b strings.Builder
+	b.WriteString("\n### Figures against issue 7's targets\n\n")
+	get := func(wl, relay string) *Drain {
+		for i := range res.Drains {
+			if d := &res.Drains[i]; d.Workload == wl && d.Relay == relay && d.Error == "" {
+				return d
+			}
+		}
+		return nil
+	}
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	for _, wl := range []string{"w1", "w1batch"} {
+		wr, dbz, recv, null := get(wl, relayWalrelay), get(wl, relayDebezium), get(wl, relayRecv), get(wl, relayNull)
+		if wr != nil && recv != nil {
+			target := 0.9 * recv.EventsPerS
+			if dbz != nil {
+				target = min(3*dbz.EventsPerS, target)
+			}
+			fmt.Fprintf(&b, "- %s: walrelay %.0f events/s = %.2f× pg_recvlogical (%.0f)", wl, wr.EventsPerS, wr.EventsPerS/recv.EventsPerS, recv.EventsPerS)
+			if dbz != nil {
+				fmt.Fprintf(&b, ", %.2f× Debezium (%.0f)", wr.EventsPerS/dbz.EventsPerS, dbz.EventsPerS)
+			}
+			fmt.Fprintf(&b, "; target ≥ %.0f (min of 3× Debezium, 0.9× pg_recvlogical) and ≥ 0.6× pg_recvlogical: %s.\n", target,
+				met(wr.EventsPerS >= target && wr.EventsPerS >= 0.6*recv.EventsPerS))
+		}
+		if null != nil && recv != nil {
+			fmt.Fprintf(&b, "- %s: null sink %.0f events/s = %.2f× pg_recvlogical; target ≥ 0.9×: %s.\n", wl, null.EventsPerS, null.EventsPerS/recv.EventsPerS, met(null.EventsPerS >= 0.9*recv.EventsPerS))
+		}
+		if wr != nil {
+			fmt.Fprintf(&b, "- %s: walrelay peak RSS %.1f MiB; target ≤ in-flight limit (64 MiB, the default) + 32 MiB = 96 MiB: %s.\n", wl, wr.PeakRSSMB, met(wr.PeakRSSMB <= 96))
+		}
+		if wr != nil && dbz != nil && dbz.CPUSPerMEvents > 0 {
+			fmt.Fprintf(&b, "- %s: CPU s per million events: walrelay %.1f, Debezium %.1f (ratio 1/%.1f); target ≤ 1/5: %s.\n", wl, wr.CPUSPerMEvents, dbz.CPUSPerMEvents,
+				dbz.CPUSPerMEvents/wr.CPUSPerMEvents, met(wr.CPUSPerMEvents*5 <= dbz.CPUSPerMEvents))
+		}
+	}
+	for _, l := range res.Latency {
+		if l.TargetRate == 1000 && l.Error == "" {
+			fmt.Fprintf(&b, "- W2 1,000/s: %s p99 %.1f ms (insert → consume)", l.Relay, l.InsertToConsume.P99)
+			if l.Relay == relayWalrelay {
+				fmt.Fprintf(&b, "; target < 20 ms: %s", met(l.InsertToConsume.P99 < 20))
+			}
+			b.WriteString(".\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,674 @@
+// Command compat relays the same outbox rows with walrelay and with
+// Debezium (PostgreSQL connector + Outbox Event Router, String key and value
+// converters, simple header converter) and compares what each put in Kafka
+// byte for byte: topic (modulo the prefix each was given: "wr." and
+// "dbz."), partition, key, value, headers and their order, and the order of
+// records within each partition; each side is also compared with the row as
+// PostgreSQL renders it. The rows cover unicode, nested JSON, a 1 MiB
+// payload, a NULL payload, JSON scalars, an extra header column, several
+// aggregate types, a json (not jsonb) outbox, a rolled-back transaction and
+// a row deleted in its own transaction.
+//
+//	make compat           # = go run ./test/cmd/testbed -- bin/compat
+//
+// Differences listed in deliberate (DESIGN.md's record format table) are
+// reported and allowed; any other difference fails the run (exit 1).
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/bench/connect"
+	"github.com/walrelay/walrelay/bench/internal/rig"
+)
+
+const (
+	db         = "walrelay_compat"
+	partitions = 6
+	// Both producers may send records up to 4 MiB (the 1 MiB payload needs
+	// more than either's default of about 1 MB); the bed's broker takes 16 MiB.
+	maxRecordBytes = 4 << 20
+)
+
+// deliberate are the differences DESIGN.md documents: the record timestamp
+// is the transaction's commit time in walrelay and the time the connector
+// processed the event in Debezium.
+var deliberate = map[string]string{
+	"timestamp": "walrelay stamps each record with its transaction's commit time; Debezium's router uses the time the connector processed the event (DESIGN.md, record format)",
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s compat: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	out := flag.String("out", "bench/results", "directory for the report")
+	bin := flag.String("walrelay", "", "walrelay binary (default: build ./cmd/walrelay)")
+	flag.Parse()
+	env, err := rig.FromEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "compat: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	rep, err := compat(ctx, env, *bin)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	md := rep.markdown()
+	fmt.Print(md)
+	host, _ := os.Hostname()
+	base := filepath.Join(*out, time.Now().Format("2006-01-02")+"-"+host+"-compat")
+	if err := os.MkdirAll(*out, 0o755); err == nil {
+		js, _ := json.MarshalIndent(rep, "", "  ")
+		_ = os.WriteFile(base+".json", append(js, '\n'), 0o644)
+		_ = os.WriteFile(base+".md", []byte(md), 0o644)
+		logf("report: %s.md", base)
+	}
+	if rep.Unexpected > 0 {
+		logf("%d undocumented kind(s) of difference", rep.Unexpected)
+		return 1
+	}
+	return 0
+}
+
+// row is one committed outbox row as PostgreSQL renders it.
+type row struct {
+	Label   string  `json:"label"`
+	Table   string  `json:"table"`
+	ID      string  `json:"id"`
+	AggType string  `json:"aggregatetype"`
+	AggID   string  `json:"aggregateid"`
+	Type    string  `json:"type"`
+	Payload *string `json:"-"`
+}
+
+// Diff is one kind of difference and the rows that show it.
+type Diff struct {
+	Field      string   `json:"field"`
+	Between    string   `json:"between"`
+	Kind       string   `json:"kind"`
+	Rows       []string `json:"rows"`
+	Example    string   `json:"example"`
+	Deliberate string   `json:"deliberate,omitempty"`
+}
+
+// Report is what compat found.
+type Report struct {
+	Date            string            `json:"date"`
+	Rows            int               `json:"rows"`
+	Walrelay        int               `json:"walrelay_records"`
+	Debezium        int               `json:"debezium_records"`
+	Versions        string            `json:"versions"`
+	Checked         []string          `json:"checked"`
+	Diffs           []Diff            `json:"differences"`
+	Unexpected      int               `json:"unexpected"`
+	WalrelayArgs    []string          `json:"walrelay_args"`
+	DebeziumConfig  map[string]string `json:"debezium_connector"`
+	ConnectSettings map[string]string `json:"connect_worker"`
+}
+
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+const ddl = `
+CREATE TABLE outbox (
+  id            uuid PRIMARY KEY,
+  aggregatetype text NOT NULL,
+  aggregateid   text NOT NULL,
+  type          text NOT NULL,
+  payload       jsonb
+);
+-- json keeps the text as written (whitespace, key order, duplicate keys).
+CREATE TABLE outbox_json (
+  id            uuid PRIMARY KEY,
+  aggregatetype text NOT NULL,
+  aggregateid   text NOT NULL,
+  type          text NOT NULL,
+  payload       json
+);`
+
+// ins is one insert: its payload is an SQL expression.
+type ins struct {
+	label, table, aggType, aggID, typ, payloadSQL string
+}
+
+// transactions are the rows to relay, one slice per transaction.
+func transactions() (committed [][]ins, rolledBack []ins, deleted ins) {
+	o, j := "outbox", "outbox_json"
+	committed = [][]ins{
+		{{"simple", o, "Order", "order-1", "OrderCreated", `'{"orderId": 1, "total": 9.99}'`}},
+		{
+			{"unicode payload", o, "Order", "order-2", "OrderCreated", `'{"text": "ünïcødé ✓ 日本語 🎉 \"quoted\" back\\slash\nnewline\ttab", "escaped": "\u00e9\u2713"}'`},
+			{"unicode key and type", o, "Customer", "kunde-ü-🎉 \"q\"", "KundeAngelegt✓", `'{"name": "Zoë Ångström"}'`},
+			{"third aggregate type", o, "shipment-v2", "ship-1", "Shipped", `'{"carrier": "DHL"}'`},
+		},
+		{{"nested JSON", o, "Order", "order-3", "OrderUpdated", `jsonb_build_object('a', jsonb_build_object('b', jsonb_build_object('c', jsonb_build_array(1, 2.50, -0.0, 1e100, null, true, false, '', jsonb_build_object('d', '[]'::jsonb)))), 'empty', '{}'::jsonb, 'big', 12345678901234567890123)`}},
+		{{"1 MiB payload", o, "Order", "order-4", "OrderArchived", `jsonb_build_object('kind', 'big', 'blob', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 32768) i))`}},
+		{{"NULL payload", o, "Order", "order-5", "OrderDeleted", `NULL`}},
+		{
+			{"JSON string scalar", o, "payment.v1", "pay-1", "PaymentMade", `'"just a string"'`},
+			{"JSON number scalar", o, "payment.v1", "pay-1", "PaymentMade", `'42'`},
+			{"empty object", o, "payment.v1", "pay-2", "PaymentMade", `'{}'`},
+			{"empty array", o, "payment.v1", "pay-2", "PaymentMade", `'[]'`},
+		},
+		{{"json column, whitespace and key order kept", j, "Order", "order-6", "OrderCreated", `'{ "z": 1,  "a" : [1,2 ,3], "z": 2 }'`}},
+		{{"json column, unicode escapes kept", j, "Customer", "cust-9", "CustomerCreated", `'{"name": "\u00e9t\u00e9 ✓"}'`}},
+	}
+	// Many rows in one transaction over many keys: partitions and order.
+	var many []ins
+	for i := 0; i < 200; i++ {
+		t := []string{"Order", "Customer", "shipment-v2"}[i%3]
+		many = append(many, ins{fmt.Sprintf("bulk %d", i), o, t, fmt.Sprintf("agg-%d", i%37), "Bulk", fmt.Sprintf(`jsonb_build_object('i', %d)`, i)})
+	}
+	committed = append(committed, many)
+	rolledBack = []ins{{"rolled back", o, "Order", "order-rb", "OrderCreated", `'{"never": true}'`}}
+	deleted = ins{"deleted in its own transaction", o, "Order", "order-del", "OrderCreated", `'{"deleted": true}'`}
+	return committed, rolledBack, deleted
+}
+
+func write(ctx context.Context, dsn string) (map[string]row, map[string]string, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	labels := map[string]string{} // id -> label, committed or not
+	insert := func(tx pgx.Tx, in ins) (string, error) {
+		id := newUUID()
+		labels[id] = in.label
+		_, err := tx.Exec(ctx, `INSERT INTO `+in.table+` (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4, `+in.payloadSQL+`)`, id, in.aggType, in.aggID, in.typ)
+		if err != nil {
+			return "", fmt.Errorf("insert %q: %w", in.label, err)
+		}
+		return id, nil
+	}
+	committed, rolledBack, deleted := transactions()
+	for _, txRows := range committed {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for _, in := range txRows {
+				if _, err := insert(tx, in); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, in := range rolledBack {
+		if _, err := insert(tx, in); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		return nil, nil, err
+	}
+	// Inserted and deleted in one transaction: the insert is in the WAL, so
+	// both relays publish it (DESIGN.md: outbox rows may be deleted at once).
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		id, err := insert(tx, deleted)
+		if err != nil {
+			return err
+		}
+		labels["deleted:"+id] = id
+		_, err = tx.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, id)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rows := map[string]row{}
+	for _, t := range []string{"outbox", "outbox_json"} {
+		rs, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text FROM `+t)
+		if err != nil {
+			return nil, nil, err
+		}
+		for rs.Next() {
+			r := row{Table: t}
+			if err := rs.Scan(&r.ID, &r.AggType, &r.AggID, &r.Type, &r.Payload); err != nil {
+				return nil, nil, err
+			}
+			r.Label = labels[r.ID]
+			rows[r.ID] = r
+		}
+		if err := rs.Err(); err != nil {
+			return nil, nil, err
+		}
+	}
+	for k, id := range labels {
+		if strings.HasPrefix(k, "deleted:") {
+			rows[id] = row{Label: deleted.label, Table: "outbox", ID: id, AggType: deleted.aggType, AggID: deleted.aggID, Type: deleted.typ, Payload: ptr(`{"deleted": true}`)}
+			delete(labels, k)
+		}
+	}
+	return rows, labels, nil
+}
+
+func ptr(s string) *string { return &s }
+
+func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
+	work, err := os.MkdirTemp("", "walrelay-compat-")
+	if err != nil {
+		return nil, err
+	}
+	if bin == "" {
+		if bin, err = rig.BuildWalrelay(ctx, work); err != nil {
+			return nil, err
+		}
+	}
+	libs, err := rig.ConnectJars(ctx, logf)
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := rig.FreshDatabase(ctx, env.PGURL, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := rig.Exec(ctx, dsn, ddl); err != nil {
+		return nil, err
+	}
+	const wrSlot, dbzSlot = "compat_walrelay", "compat_debezium"
+	for _, s := range []string{wrSlot, dbzSlot} {
+		// Both publications cover both tables, inserts only.
+		if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json WITH (publish = 'insert')`); err != nil {
+			return nil, err
+		}
+		if err := rig.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
+			return nil, err
+		}
+		defer func(s string) {
+			if err := rig.DropSlot(context.WithoutCancel(ctx), dsn, s, s); err != nil {
+				logf("%v", err)
+			}
+		}(s)
+	}
+	adm, err := rig.NewAdmin(env.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	types := []string{"Order", "Customer", "shipment-v2", "payment.v1"}
+	var topics []string
+	for _, t := range types {
+		topics = append(topics, "wr."+t, "dbz."+t)
+	}
+	if err := adm.CreateTopics(ctx, partitions, nil, topics...); err != nil {
+		return nil, err
+	}
+	rows, labels, err := write(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	logf("committed %d outbox rows (and a rolled-back one)", len(rows))
+
+	rep := &Report{Date: time.Now().Format(time.RFC3339), Rows: len(rows),
+		Versions: fmt.Sprintf("Kafka Connect %s, Debezium %s", connect.KafkaVersion, connect.DebeziumVersion)}
+
+	// walrelay
+	wrArgs := []string{
+		"--pg-url", dsn, "--slot", wrSlot, "--publication", wrSlot,
+		"--table", "public.outbox,public.outbox_json",
+		"--brokers", strings.Join(env.Brokers, ","),
+		"--topic", "wr.${aggregatetype}",
+		"--header-columns", "type:eventType",
+		"--topic-partitions", fmt.Sprint(partitions),
+		"--kafka-max-message-bytes", fmt.Sprint(maxRecordBytes),
+		"--status-interval", "1s",
+	}
+	rep.WalrelayArgs = wrArgs
+	wr, err := rig.StartWalrelay(bin, filepath.Join(work, "walrelay.log"), wrArgs...)
+	if err != nil {
+		return nil, err
+	}
+	wrTopics := prefixed("wr.", types)
+	wrRecs, err := rig.ReadAll(ctx, env.Brokers, len(rows), 3*time.Minute, wrTopics...)
+	_ = wr.Stop(30 * time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("walrelay: %w; last lines of its log:\n%s", err, wr.Tail(20))
+	}
+	logf("walrelay: %d records", len(wrRecs))
+
+	// Debezium
+	props := rig.DebeziumWorkerProps(time.Second, maxRecordBytes)
+	rep.ConnectSettings = props
+	w, err := rig.StartConnect(ctx, libs, filepath.Join(work, "connect"), env.Brokers, props)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	conf, err := rig.DebeziumConnector(dsn, dbzSlot, dbzSlot, "dbz.${routedByValue}", time.Second)
+	if err != nil {
+		return nil, err
+	}
+	conf["table.include.list"] = "public.outbox,public.outbox_json"
+	rep.DebeziumConfig = map[string]string{}
+	for k, v := range conf {
+		rep.DebeziumConfig[k] = v
+	}
+	rep.DebeziumConfig["database.port"] = "PORT"
+	if err := w.CreateConnector(ctx, dbzSlot, conf); err != nil {
+		return nil, err
+	}
+	dbzTopics := prefixed("dbz.", types)
+	dbzRecs, err := rig.ReadAll(ctx, env.Brokers, len(rows), 3*time.Minute, dbzTopics...)
+	if err != nil {
+		st, trace, _ := w.TaskState(ctx, dbzSlot)
+		return nil, fmt.Errorf("debezium (task %s %s): %w; last lines of %s:\n%s", st, trace, err, w.LogPath(), rig.Tail(w.LogPath(), 20))
+	}
+	logf("debezium: %d records", len(dbzRecs))
+	// Anything more that arrives late (a duplicate, a phantom) counts too.
+	time.Sleep(3 * time.Second)
+	if more, err := rig.ReadAll(ctx, env.Brokers, 1<<30, 5*time.Second, wrTopics...); len(more) > len(wrRecs) {
+		wrRecs = more
+	} else if err != nil && !errors.Is(err, rig.ErrTimeout) {
+		return nil, err
+	}
+	if more, err := rig.ReadAll(ctx, env.Brokers, 1<<30, 5*time.Second, dbzTopics...); len(more) > len(dbzRecs) {
+		dbzRecs = more
+	} else if err != nil && !errors.Is(err, rig.ErrTimeout) {
+		return nil, err
+	}
+	rep.Walrelay, rep.Debezium = len(wrRecs), len(dbzRecs)
+	compare(rep, rows, labels, wrRecs, dbzRecs)
+	_ = os.RemoveAll(work)
+	return rep, nil
+}
+
+func prefixed(p string, types []string) []string {
+	var out []string
+	for _, t := range types {
+		out = append(out, p+t)
+	}
+	return out
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+func headersString(hs []kgo.RecordHeader) string {
+	var parts []string
+	for _, h := range hs {
+		v := "null"
+		if h.Value != nil {
+			v = fmt.Sprintf("%q", h.Value)
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s", h.Key, v))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// contextPrefix starts the headers Debezium 3 adds to every record
+// (extended.headers.enabled, on by default): connector name, logical name,
+// task id and run id.
+const contextPrefix = "__debezium.context."
+
+// splitContext returns the headers without Debezium's leading context
+// headers, and the names of those.
+func splitContext(hs []kgo.RecordHeader) ([]kgo.RecordHeader, []string) {
+	i := 0
+	var names []string
+	for i < len(hs) && strings.HasPrefix(hs[i].Key, contextPrefix) {
+		names = append(names, hs[i].Key)
+		i++
+	}
+	for _, h := range hs[i:] {
+		if strings.HasPrefix(h.Key, contextPrefix) {
+			return hs, nil // not leading: compare them as they are
+		}
+	}
+	return hs[i:], names
+}
+
+func short(b []byte) string {
+	if b == nil {
+		return "null"
+	}
+	if len(b) > 80 {
+		return fmt.Sprintf("%q… (%d bytes)", b[:80], len(b))
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+func byID(recs []*kgo.Record) (map[string][]*kgo.Record, []*kgo.Record) {
+	m := map[string][]*kgo.Record{}
+	var noID []*kgo.Record
+	for _, r := range recs {
+		id, ok := header(r, "id")
+		if !ok {
+			noID = append(noID, r)
+			continue
+		}
+		m[id] = append(m[id], r)
+	}
+	return m, noID
+}
+
+func compare(rep *Report, rows map[string]row, labels map[string]string, wrRecs, dbzRecs []*kgo.Record) {
+	// Differences are grouped by field, sides and kind (the detail without
+	// row-specific values); each group is one line of the report.
+	groups := map[string]*Diff{}
+	addKind := func(field, rowLabel, between, kind, detail string) {
+		k := field + "\x00" + between + "\x00" + kind
+		d := groups[k]
+		if d == nil {
+			example := detail
+			if rowLabel != "" {
+				example = rowLabel + ": " + detail
+			}
+			d = &Diff{Field: field, Between: between, Kind: kind, Example: example, Deliberate: deliberate[field]}
+			if d.Deliberate == "" {
+				d.Deliberate = deliberate[field+":"+kind]
+			}
+			groups[k] = d
+			rep.Diffs = append(rep.Diffs, Diff{}) // placeholder, filled below
+		}
+		d.Rows = append(d.Rows, rowLabel)
+	}
+	add := func(field, rowLabel, between, detail string) { addKind(field, rowLabel, between, "", detail) }
+	defer func() {
+		rep.Diffs = rep.Diffs[:0]
+		for _, d := range groups {
+			sort.Strings(d.Rows)
+			if d.Deliberate == "" {
+				rep.Unexpected++
+			}
+			rep.Diffs = append(rep.Diffs, *d)
+		}
+		sort.Slice(rep.Diffs, func(i, j int) bool {
+			a, b := rep.Diffs[i], rep.Diffs[j]
+			return a.Field+a.Between+a.Kind < b.Field+b.Between+b.Kind
+		})
+	}()
+	rep.Checked = []string{"every committed row exactly once on each side, nothing rolled back",
+		"topic modulo prefix", "partition", "key bytes", "value bytes (NULL payload: null value)", "headers: names, values, order",
+		"order of ids within each topic-partition", "each side against the row as PostgreSQL renders it", "record timestamp"}
+	wr, wrNoID := byID(wrRecs)
+	dbz, dbzNoID := byID(dbzRecs)
+	for _, r := range wrNoID {
+		add("id header", "?", "walrelay", fmt.Sprintf("record at %s[%d]@%d has no id header: %s", r.Topic, r.Partition, r.Offset, headersString(r.Headers)))
+	}
+	for _, r := range dbzNoID {
+		add("id header", "?", "debezium", fmt.Sprintf("record at %s[%d]@%d has no id header: %s", r.Topic, r.Partition, r.Offset, headersString(r.Headers)))
+	}
+	check := func(side string, recs map[string][]*kgo.Record, prefix string) {
+		for id, rs := range recs {
+			row, ok := rows[id]
+			if !ok {
+				add("phantom", labels[id], side, fmt.Sprintf("id %s was never committed (label %q)", id, labels[id]))
+				continue
+			}
+			if len(rs) > 1 {
+				add("duplicate", row.Label, side, fmt.Sprintf("%d records", len(rs)))
+			}
+			r := rs[0]
+			if want := prefix + row.AggType; r.Topic != want {
+				add("topic", row.Label, side+" vs PostgreSQL", fmt.Sprintf("%q, want %q", r.Topic, want))
+			}
+			if string(r.Key) != row.AggID {
+				add("key", row.Label, side+" vs PostgreSQL", fmt.Sprintf("%s, want %q", short(r.Key), row.AggID))
+			}
+			switch {
+			case row.Payload == nil && r.Value != nil:
+				add("value", row.Label, side+" vs PostgreSQL", fmt.Sprintf("%s for a NULL payload, want a null value", short(r.Value)))
+			case row.Payload != nil && !bytes.Equal(r.Value, []byte(*row.Payload)):
+				add("value", row.Label, side+" vs PostgreSQL", fmt.Sprintf("%s, want %s", short(r.Value), short([]byte(*row.Payload))))
+			}
+			want := []kgo.RecordHeader{{Key: "id", Value: []byte(id)}, {Key: "eventType", Value: []byte(row.Type)}}
+			hs, ctxKeys := splitContext(r.Headers)
+			if len(ctxKeys) > 0 {
+				addKind("headers", row.Label, side+" vs PostgreSQL", "context headers "+strings.Join(ctxKeys, ", "),
+					fmt.Sprintf("adds %s", headersString(r.Headers[:len(r.Headers)-len(hs)])))
+			}
+			if headersString(hs) != headersString(want) {
+				add("headers", row.Label, side+" vs PostgreSQL", fmt.Sprintf("%s, want %s", headersString(r.Headers), headersString(want)))
+			}
+		}
+		for id, row := range rows {
+			if _, ok := recs[id]; !ok {
+				add("missing", row.Label, side, "committed row has no record")
+			}
+		}
+	}
+	check("walrelay", wr, "wr.")
+	check("debezium", dbz, "dbz.")
+
+	ids := make([]string, 0, len(rows))
+	for id := range rows {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return rows[ids[i]].Label < rows[ids[j]].Label })
+	var tsDiffs []time.Duration
+	for _, id := range ids {
+		a, b := wr[id], dbz[id]
+		if len(a) == 0 || len(b) == 0 {
+			continue
+		}
+		x, y := a[0], b[0]
+		label := rows[id].Label
+		if strings.TrimPrefix(x.Topic, "wr.") != strings.TrimPrefix(y.Topic, "dbz.") {
+			add("topic", label, "walrelay vs debezium", fmt.Sprintf("%q vs %q", x.Topic, y.Topic))
+		}
+		if x.Partition != y.Partition {
+			add("partition", label, "walrelay vs debezium", fmt.Sprintf("%d vs %d (key %q)", x.Partition, y.Partition, x.Key))
+		}
+		if !bytes.Equal(x.Key, y.Key) || (x.Key == nil) != (y.Key == nil) {
+			add("key", label, "walrelay vs debezium", fmt.Sprintf("%s vs %s", short(x.Key), short(y.Key)))
+		}
+		if !bytes.Equal(x.Value, y.Value) || (x.Value == nil) != (y.Value == nil) {
+			add("value", label, "walrelay vs debezium", fmt.Sprintf("%s vs %s", short(x.Value), short(y.Value)))
+		}
+		xh, xc := splitContext(x.Headers)
+		yh, yc := splitContext(y.Headers)
+		if strings.Join(xc, ",") != strings.Join(yc, ",") {
+			addKind("headers", label, "walrelay vs debezium", "context headers: walrelay ["+strings.Join(xc, ", ")+"], debezium ["+strings.Join(yc, ", ")+"]",
+				fmt.Sprintf("%s vs %s", headersString(x.Headers), headersString(y.Headers)))
+		}
+		if headersString(xh) != headersString(yh) {
+			add("headers", label, "walrelay vs debezium", fmt.Sprintf("%s vs %s", headersString(x.Headers), headersString(y.Headers)))
+		}
+		if !x.Timestamp.Equal(y.Timestamp) {
+			tsDiffs = append(tsDiffs, y.Timestamp.Sub(x.Timestamp))
+		}
+	}
+	if len(tsDiffs) > 0 {
+		sort.Slice(tsDiffs, func(i, j int) bool { return tsDiffs[i] < tsDiffs[j] })
+		detail := fmt.Sprintf("Debezium's timestamp minus walrelay's: %s to %s (median %s)", tsDiffs[0], tsDiffs[len(tsDiffs)-1], tsDiffs[len(tsDiffs)/2])
+		for range tsDiffs {
+			add("timestamp", "", "walrelay vs debezium", detail)
+		}
+	}
+	// Order within each topic-partition.
+	order := func(recs []*kgo.Record, prefix string) map[string][]string {
+		m := map[string][]string{}
+		sorted := append([]*kgo.Record(nil), recs...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Offset < sorted[j].Offset })
+		for _, r := range sorted {
+			id, _ := header(r, "id")
+			k := fmt.Sprintf("%s[%d]", strings.TrimPrefix(r.Topic, prefix), r.Partition)
+			m[k] = append(m[k], id)
+		}
+		return m
+	}
+	wo, do := order(wrRecs, "wr."), order(dbzRecs, "dbz.")
+	for k, a := range wo {
+		if strings.Join(a, ",") != strings.Join(do[k], ",") {
+			add("order", k, "walrelay vs debezium", fmt.Sprintf("%d vs %d records, sequences differ", len(a), len(do[k])))
+		}
+	}
+	for k, b := range do {
+		if _, ok := wo[k]; !ok {
+			add("order", k, "walrelay vs debezium", fmt.Sprintf("only debezium wrote %d records here", len(b)))
+		}
+	}
+}
+
+func (rep *Report) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## walrelay vs Debezium record compatibility, %s\n\n", rep.Date)
+	fmt.Fprintf(&b, "%d committed outbox rows; walrelay wrote %d records, Debezium (%s) %d.\n\n", rep.Rows, rep.Walrelay, rep.Versions, rep.Debezium)
+	b.WriteString("Checked: " + strings.Join(rep.Checked, "; ") + ".\n\n")
+	if len(rep.Diffs) == 0 {
+		b.WriteString("No differences.\n")
+		return b.String()
+	}
+	b.WriteString("| field | between | rows | example | documented? |\n|---|---|---|---|---|\n")
+	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
+	for _, d := range rep.Diffs {
+		del := "**no: a bug, or a choice to document in DESIGN.md**"
+		if d.Deliberate != "" {
+			del = "yes: " + d.Deliberate
+		}
+		rows := fmt.Sprintf("%d", len(d.Rows))
+		if len(d.Rows) <= 3 {
+			rows = strings.Join(d.Rows, "; ")
+		} else if len(d.Rows) < rep.Rows {
+			rows = fmt.Sprintf("%d, e.g. %s", len(d.Rows), strings.Join(d.Rows[:3], "; "))
+		} else {
+			rows = fmt.Sprintf("all %d", len(d.Rows))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", d.Field, d.Between, esc(rows), esc(d.Example), esc(del))
+	}
+	fmt.Fprintf(&b, "\n%d undocumented kind(s) of difference.\n", rep.Unexpected)
+	return b.String()
+}

@@ -1,0 +1,128 @@
+package rig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Admin is a Kafka admin client.
+type Admin struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// NewAdmin connects to brokers.
+func NewAdmin(brokers []string) (*Admin, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	return &Admin{cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// Close closes the client.
+func (a *Admin) Close() { a.cl.Close() }
+
+// CreateTopics creates topics with partitions partitions (replication
+// factor 1), deleting them first if they exist, and waits until the broker
+// serves their metadata.
+func (a *Admin) CreateTopics(ctx context.Context, partitions int32, configs map[string]*string, topics ...string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := a.adm.DeleteTopics(ctx, topics...); err != nil {
+		return fmt.Errorf("delete topics: %w", err)
+	}
+	for {
+		resp, err := a.adm.CreateTopics(ctx, partitions, 1, configs, topics...)
+		if err != nil {
+			return fmt.Errorf("create topics: %w", err)
+		}
+		retry := false
+		for _, r := range resp.Sorted() {
+			if errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				retry = true // a deletion still in progress
+			} else if r.Err != nil {
+				return fmt.Errorf("create topic %s: %w (%s)", r.Topic, r.Err, r.ErrMessage)
+			}
+		}
+		if !retry {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create topics: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for {
+		md, err := a.adm.ListTopics(ctx, topics...)
+		ok := err == nil
+		for _, t := range topics {
+			d, found := md[t]
+			ok = ok && found && d.Err == nil && len(d.Partitions) == int(partitions)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for topics: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// EndOffsets sums the end offsets (high watermarks) of every partition of
+// topics: the records they hold when they started empty.
+func (a *Admin) EndOffsets(ctx context.Context, topics ...string) (int64, error) {
+	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	var errs []error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			errs = append(errs, o.Err)
+			return
+		}
+		n += o.Offset
+	})
+	return n, errors.Join(errs...)
+}
+
+// ReadAll consumes topics from the start until want records are read or
+// timeout passes, and returns the records read.
+func ReadAll(ctx context.Context, brokers []string, want int, timeout time.Duration, topics ...string) ([]*kgo.Record, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(32<<20))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("read %d of %d records from %v: %w", len(out), want, topics, ErrTimeout)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err) })
+		if ferr != nil {
+			return out, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out, nil
+}

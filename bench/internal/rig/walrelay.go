@@ -1,0 +1,44 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// BuildWalrelay builds ./cmd/walrelay (of the module in the current
+// directory) into dir and returns the binary's path.
+func BuildWalrelay(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "walrelay")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build walrelay: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// HasFlag reports whether `bin run -h` lists --name.
+func HasFlag(bin, name string) bool {
+	out, _ := exec.Command(bin, "run", "-h").CombinedOutput()
+	return strings.Contains(string(out), "-"+name+" ")
+}
+
+// StartWalrelay runs `bin run args...` with its log in logPath. The
+// environment has no WALRELAY_* variables but those of the test bed, so that
+// flags alone configure it.
+func StartWalrelay(bin, logPath string, args ...string) (*Proc, error) {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "WALRELAY_") && !strings.HasPrefix(kv, "WALRELAY_TEST_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return StartProc("walrelay", logPath, env, append([]string{bin, "run"}, args...)...)
+}
