@@ -94,6 +94,12 @@ func New() *Metrics {
 	for _, c := range []string{"postgres", "kafka", "other"} {
 		m.Restarts.WithLabelValues(c)
 	}
+	// Every reason shows from the start, so that alerts on increase() see
+	// the first dead letter.
+	for _, r := range []string{"null_key", "empty_key", "null_id", "invalid_topic", "missing_column",
+		"unsupported_type", "bad_value", "too_large", "rejected_by_broker", "other"} {
+		m.DeadLettered.WithLabelValues(r)
+	}
 	for _, s := range states {
 		m.state.WithLabelValues(s)
 	}
