@@ -55,6 +55,7 @@ type config struct {
 	walrelayBin  string
 	db           string
 	keepLogs     bool
+	logLevel     string
 }
 
 func envOr(name, def string) string {
@@ -84,6 +85,7 @@ func parseConfig() (*config, error) {
 	fs.StringVar(&c.outDir, "out", envOr("BENCH_OUT", "bench/results"), "results directory (BENCH_OUT)")
 	fs.StringVar(&c.walrelayBin, "walrelay", envOr("BENCH_WALRELAY", ""), "walrelay binary (default: build ./cmd/walrelay) (BENCH_WALRELAY)")
 	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")
+	fs.StringVar(&c.logLevel, "walrelay-log-level", envOr("BENCH_WALRELAY_LOG_LEVEL", "info"), "walrelay --log-level; debug logs every confirmation (BENCH_WALRELAY_LOG_LEVEL)")
 	fs.BoolVar(&c.keepLogs, "keep-logs", envOr("BENCH_KEEP_LOGS", "") != "", "keep the relays' logs after a successful run (BENCH_KEEP_LOGS=1)")
 	flag.Parse()
 	var errs []string

@@ -38,7 +38,7 @@ func (b *bench) walrelayArgs(slot, pub string, null bool, profile string) []stri
 		"--header-columns", "type:eventType",
 		"--topic-partitions", strconv.Itoa(b.cfg.partitions),
 		"--status-interval", b.cfg.status.String(),
-		"--log-level", "info",
+		"--log-level", b.cfg.logLevel,
 	}
 	if null {
 		args = append(args, "--bench-null-sink")
