@@ -114,7 +114,7 @@ func TestMissingTopicWithoutCreateTopics(t *testing.T) {
 	relay.WaitStreaming()
 	before := e.bed.CurrentWALLSN(t, e.dsn)
 	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, newUUID(), e.aggType(0))
-	if code := relay.wait(time.Minute); code != 2 {
+	if code := relay.Wait(time.Minute); code != 2 {
 		t.Errorf("exit code %d, want 2", code)
 	}
 	if want := "topic does not exist: outbox.event." + e.aggType(0); !strings.Contains(relay.Log(), want) {

@@ -176,7 +176,7 @@ func TestHaltOnPoison(t *testing.T) {
 	before := e.bed.CurrentWALLSN(t, e.dsn)
 	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, newUUID(), e.aggType(0))
 	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, newUUID(), e.aggType(0))
-	code := relay.wait(time.Minute)
+	code := relay.Wait(time.Minute)
 	if code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}

@@ -1,23 +1,17 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -95,14 +90,9 @@ func (e *env) topicRE() string {
 }
 
 type relayProc struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error
-	peakRSS int64 // kB, sampled
-	env     *env
-	mu      sync.Mutex
+	*harness.Relay
+	t   *testing.T
+	env *env
 }
 
 // startRelay runs the walrelay binary against e with args added to the
@@ -132,101 +122,24 @@ func (e *env) startRelayEnv(t *testing.T, environ []string, args ...string) *rel
 		"--http-addr", "127.0.0.1:0",
 	)
 	all = append(all, args...)
-	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano()))
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(relayBin, all...)
-	cmd.Env = append(os.Environ(), environ...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start walrelay: %v", err)
-	}
-	p := &relayProc{t: t, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	go p.sampleRSS()
-	p.env = e
+	p := &relayProc{Relay: harness.StartProcess(t, relayBin, environ, all), t: t, env: e}
 	t.Cleanup(func() {
 		if t.Failed() && !p.Exited() {
 			p.dumpMetrics()
-		}
-		select {
-		case <-p.done:
-		default:
-			cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			p.dumpLog()
 		}
 	})
 	return p
 }
 
-func (p *relayProc) sampleRSS() {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-tick.C:
-			if kb := readHWM(p.cmd.Process.Pid); kb > 0 {
-				p.mu.Lock()
-				p.peakRSS = max(p.peakRSS, kb)
-				p.mu.Unlock()
-			}
-		}
-	}
-}
-
-// readHWM reads the peak resident set size (VmHWM, kB) of a process.
-func readHWM(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// PeakRSSMB is the largest resident set seen, in MiB.
-func (p *relayProc) PeakRSSMB() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return float64(p.peakRSS) / 1024
-}
-
-func (p *relayProc) dumpLog() {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 80 {
-		lines = lines[len(lines)-80:]
-	}
-	p.t.Logf("walrelay log (%s, last %d lines):\n%s", p.logPath, len(lines), strings.Join(lines, "\n"))
-}
-
 // dumpMetrics logs walrelay's own metrics, to show where a stuck pipeline
 // stands.
 func (p *relayProc) dumpMetrics() {
-	m := httpAddrRE.FindStringSubmatch(p.Log())
-	if m == nil {
+	addr, ok := p.LoggedHTTPAddr()
+	if !ok {
 		return
 	}
 	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + m[1] + "/metrics")
+	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
 		p.t.Logf("walrelay /metrics: %v", err)
 		return
@@ -240,54 +153,6 @@ func (p *relayProc) dumpMetrics() {
 		}
 	}
 	p.t.Logf("walrelay metrics:\n%s", strings.Join(lines, "\n"))
-}
-
-// Log returns the whole log so far.
-func (p *relayProc) Log() string {
-	b, _ := os.ReadFile(p.logPath)
-	return string(b)
-}
-
-// Stop sends SIGTERM and waits for the exit; it returns the exit code.
-func (p *relayProc) Stop(timeout time.Duration) int {
-	p.t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	return p.wait(timeout)
-}
-
-// Kill sends SIGKILL and waits.
-func (p *relayProc) Kill() {
-	p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *relayProc) wait(timeout time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.cmd.Process.Kill()
-		<-p.done
-		p.t.Fatalf("walrelay did not exit within %s", timeout)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
-	}
-	if p.err != nil {
-		p.t.Fatalf("walrelay: %v", p.err)
-	}
-	return 0
-}
-
-// Exited reports whether the process has ended.
-func (p *relayProc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // collector is a real franz-go consumer reading every partition of the
@@ -503,22 +368,6 @@ func (p *relayProc) WaitStreaming() {
 		}
 		return n == 1
 	})
-}
-
-var httpAddrRE = regexp.MustCompile(`"msg":"serving /metrics, /healthz and /readyz","addr":"([^"]+)"`)
-
-// HTTPAddr waits for the address walrelay serves /metrics on.
-func (p *relayProc) HTTPAddr() string {
-	p.t.Helper()
-	var addr string
-	waitFor(p.t, 30*time.Second, "walrelay to serve http", func() bool {
-		if m := httpAddrRE.FindStringSubmatch(p.Log()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	})
-	return addr
 }
 
 // Get fetches a path from walrelay's HTTP server.

@@ -378,7 +378,7 @@ func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []strin
 	var logged string
 	waitFor(t, time.Minute, fmt.Sprintf("walrelay to log a restart with an error matching %q", want), func() bool {
 		if relay.Exited() {
-			t.Fatalf("walrelay exited (%v) instead of retrying", relay.err)
+			t.Fatalf("walrelay exited (%v) instead of retrying", relay.Err())
 		}
 		for _, line := range strings.Split(relay.Log(), "\n") {
 			if strings.Contains(line, `"logger":"walrelay","msg":"restarting from the last confirmed position"`) && want.MatchString(line) {
@@ -397,7 +397,7 @@ func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []strin
 	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, newUUID(), e.aggType(0))
 	time.Sleep(time.Second)
 	if relay.Exited() {
-		t.Fatalf("walrelay exited (%v) instead of retrying", relay.err)
+		t.Fatalf("walrelay exited (%v) instead of retrying", relay.Err())
 	}
 	readyCode, readyBody := relay.Get("/readyz")
 	if readyCode != 503 {

@@ -70,12 +70,23 @@ func (e *Env) StartRelay(t testing.TB, args ...string) *Relay {
 		"--http-addr", "127.0.0.1:0",
 	}
 	all = append(all, args...)
+	p := StartProcess(t, e.Bin, nil, all)
+	p.env = e
+	return p
+}
+
+// StartProcess runs bin with args and environ (NAME=value, added to this
+// process's environment), its output in a log file: killed when the test
+// ends, its log shown when the test failed, its peak memory sampled.
+func StartProcess(t testing.TB, bin string, environ, args []string) *Relay {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano()))
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(e.Bin, all...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), environ...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// N.B. a test binary killed by -timeout takes its relays with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -83,7 +94,7 @@ func (e *Env) StartRelay(t testing.TB, args ...string) *Relay {
 		f.Close()
 		t.Fatalf("start walrelay: %v", err)
 	}
-	p := &Relay{t: t, env: e, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Relay{t: t, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -100,6 +111,23 @@ func (e *Env) StartRelay(t testing.TB, args ...string) *Relay {
 		}
 	})
 	return p
+}
+
+// Err is how the process ended (nil while it runs or after exit code 0).
+func (p *Relay) Err() error {
+	if !p.Exited() {
+		return nil
+	}
+	return p.err
+}
+
+// LoggedHTTPAddr is the HTTP address if the process has logged it yet.
+func (p *Relay) LoggedHTTPAddr() (string, bool) {
+	m := httpAddrRE.FindStringSubmatch(p.Log())
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
 }
 
 // Pid is the process id.
