@@ -163,32 +163,53 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 }
 
 // TestHaltOnPoison: with --on-poison=halt walrelay stops with a clear error
-// and does not confirm past the poison event.
+// and does not confirm the poison event: restarted with dead-lettering, it
+// receives the poison event and the one after it again.
 func TestHaltOnPoison(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.bed.Exec(t, e.dsn, looseOutbox)
+	wit := e.witness(t)
 	c := e.collect(t)
 	relay := e.startRelay(t, "--on-poison", "halt")
 	relay.WaitStreaming()
 	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, newUUID(), e.aggType(0))
 	c.WaitFor(1, time.Minute)
-	before := e.bed.CurrentWALLSN(t, e.dsn)
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, newUUID(), e.aggType(0))
+	poisonID := newUUID()
+	poison := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, poisonID, e.aggType(0))
 	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, newUUID(), e.aggType(0))
 	code := relay.Wait(time.Minute)
 	if code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
-	if log := relay.Log(); !strings.Contains(log, "poison event") || !strings.Contains(log, "null key") {
+	if log := relay.Log(); !strings.Contains(log, "poison event") || !strings.Contains(log, "null key") || !strings.Contains(log, poisonID) {
 		t.Errorf("the log does not say which poison event stopped walrelay")
 	}
-	if s := e.bed.Slot(t, e.dsn, e.slot); s.ConfirmedFlushLSN > before {
-		t.Errorf("confirmed_flush_lsn %s passed the poison event (committed after %s)", s.ConfirmedFlushLSN, before)
-	}
+	e.checkPending(t, wit, poison, "the poison event")
 	time.Sleep(time.Second)
 	if n := c.Len(); n != 1 {
 		t.Errorf("%d records in Kafka, want only the one before the poison event", n)
+	}
+
+	// Nothing was lost: the next run gets the poison event and the event
+	// after it from the slot.
+	dlq := e.prefix + ".dlq"
+	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay = e.startRelay(t, "--on-poison", "dead-letter", "--dlq-topic", dlq)
+	dead := dc.WaitFor(1, time.Minute)
+	if id, _ := header(dead[0], "walrelay.event.id"); id != poisonID {
+		t.Errorf("dead-letter record for event %q, want the poison event %s", id, poisonID)
+	}
+	waitFor(t, time.Minute, "the event after the poison event", func() bool {
+		for _, r := range c.Records() {
+			if string(r.Value) == `{"seq": 2}` {
+				return true
+			}
+		}
+		return false
+	})
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d, want 0", code)
 	}
 }
 

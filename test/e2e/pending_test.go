@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// A pending transaction is one walrelay must not confirm yet. PostgreSQL
+// sends a transaction again after a restart exactly when the slot's
+// confirmed_flush_lsn lies before its commit record, so that is what the
+// tests check, against the commit end a witness slot reports.
+//
+// N.B. the WAL position noted just before the commit is not a bound: other
+// databases of the shared server write WAL between it and the commit
+// record, and walrelay rightly confirms keepalive positions there while it
+// has nothing in flight.
+
+// witness starts a test_decoding slot in e's database; it must exist before
+// the transactions it is asked about.
+func (e *env) witness(t *testing.T) *harness.Witness {
+	t.Helper()
+	return harness.NewWitness(t, &harness.Env{Bed: e.bed, DSN: e.dsn})
+}
+
+// execXid runs sql in a transaction of its own and returns its xid.
+func (e *env) execXid(t *testing.T, sql string, args ...any) uint32 {
+	t.Helper()
+	ctx := context.Background()
+	conn := connect(t, e.dsn)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+	xid := txXid(t, tx)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return xid
+}
+
+// txXid is the xid of the open transaction q runs in.
+func txXid(t *testing.T, tx pgx.Tx) uint32 {
+	t.Helper()
+	var xid int64
+	if err := tx.QueryRow(context.Background(), `SELECT txid_current() % 4294967296`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	return uint32(xid)
+}
+
+// checkPending fails the test when the slot has confirmed transaction xid:
+// PostgreSQL would not send it again.
+func (e *env) checkPending(t *testing.T, wit *harness.Witness, xid uint32, what string) {
+	t.Helper()
+	end, ok := wit.CommitEnds(t)[xid]
+	if !ok {
+		t.Fatalf("the witness saw no commit of %s (xid %d)", what, xid)
+	}
+	if s := e.bed.Slot(t, e.dsn, e.slot); s.ConfirmedFlushLSN >= end {
+		t.Errorf("confirmed_flush_lsn %s is past %s (xid %d, commit record ends at %s): PostgreSQL would not send it again", s.ConfirmedFlushLSN, what, xid, end)
+	}
+}
