@@ -38,10 +38,10 @@ demo:
 .PHONY: bench compat
 bench: build
 	$(GO) build -o bin/bench ./bench/cmd/bench
-	$(GO) run ./test/cmd/testbed -- bin/bench -walrelay bin/walrelay
+	WALRELAY_TEST_KAFKA_STOCK_JVM=1 $(GO) run ./test/cmd/testbed -- bin/bench -walrelay bin/walrelay
 
 # Record compatibility: Debezium and walrelay relay the same outbox rows;
 # every difference is listed (bench/results/DATE-HOST-compat.md).
 compat: build
 	$(GO) build -o bin/compat ./bench/cmd/compat
-	$(GO) run ./test/cmd/testbed -- bin/compat -walrelay bin/walrelay
+	WALRELAY_TEST_KAFKA_STOCK_JVM=1 $(GO) run ./test/cmd/testbed -- bin/compat -walrelay bin/walrelay

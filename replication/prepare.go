@@ -39,6 +39,10 @@ type Config struct {
 	// (wal_status lost). Events written while it was behind are lost; without
 	// it such a slot is an error (ErrSlotLost).
 	RecreateLostSlot bool
+	// ReadWait is how long the stream waits before reading again after a
+	// read that emptied the socket, so that a draining backlog arrives in
+	// large reads (see coalescingConn). Zero reads at once.
+	ReadWait time.Duration
 }
 
 var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -82,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %s: want zero or more", c.ShutdownTimeout))
+	}
+	if c.ReadWait < 0 || c.ReadWait > 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--pg-read-wait %s: want 0 (read at once) to 100ms", c.ReadWait))
 	}
 	return errors.Join(errs...)
 }

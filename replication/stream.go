@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/internal/budget"
 )
 
 // Message is the WAL data of one XLogData message. Data is a copy the
@@ -41,7 +43,13 @@ type Stream struct {
 	beat      atomic.Int64  // unix nanoseconds of the receive loop's last turn
 	streaming atomic.Bool   // START_REPLICATION succeeded and Run has not returned
 	streamed  atomic.Bool   // START_REPLICATION succeeded once
+
+	buf *budget.Budget // bytes of messages handed on and not yet Done
 }
+
+// BufferBytes bounds the bytes of messages received and not yet decoded
+// (Done); a single larger message passes alone.
+const BufferBytes = 4 << 20
 
 // Streamed reports whether the stream ever held the slot.
 func (s *Stream) Streamed() bool { return s.streamed.Load() }
@@ -55,8 +63,12 @@ func (s *Stream) Streaming() bool { return s.streaming.Load() }
 
 // New returns a stream; Run connects.
 func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
-	return &Stream{cfg: cfg.withDefaults(), conf: conf, log: log.Named("replication")}
+	return &Stream{cfg: cfg.withDefaults(), conf: conf, log: log.Named("replication"), buf: budget.New(BufferBytes)}
 }
+
+// Done says that the consumer of Run's messages no longer needs m's buffer
+// space: it has decoded it.
+func (s *Stream) Done(m Message) { s.buf.Release(int64(len(m.Data))) }
 
 // Received, Confirmed and ServerWALEnd report positions for metrics.
 func (s *Stream) Received() pglogrepl.LSN     { return pglogrepl.LSN(s.received.Load()) }
@@ -168,6 +180,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 		return nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
 	}
 	pc.RuntimeParams["replication"] = "database"
+	coalesceReads(pc, s.cfg.ReadWait)
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "walrelay"
 	}
@@ -286,9 +299,24 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 	}
 }
 
-// hand sends m downstream. While the buffer is full it keeps sending status
+// hand sends m downstream. While the buffer (BufferBytes, or the channel's
+// capacity) is full it keeps sending status
 // updates, so a slow Kafka never lets wal_sender_timeout expire.
 func (s *Stream) hand(ctx context.Context, ss *session, out chan<- Message, m Message, timer *time.Timer, nextStatus *time.Time) error {
+	for !s.buf.TryAcquire(int64(len(m.Data))) {
+		timer.Reset(time.Until(*nextStatus))
+		select {
+		case <-s.buf.Wake():
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			s.beat.Store(time.Now().UnixNano())
+			if err := s.sendStatus(ss); err != nil {
+				return err
+			}
+			*nextStatus = time.Now().Add(s.cfg.StatusInterval)
+		}
+	}
 	select {
 	case out <- m:
 		return nil

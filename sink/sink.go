@@ -15,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/budget"
 	"github.com/walrelay/walrelay/internal/metrics"
 )
 
@@ -31,8 +32,10 @@ type Config struct {
 	// DeliveryTimeout bounds how long a record may be retried before it
 	// finally fails (Java's delivery.timeout.ms). Default 2m.
 	DeliveryTimeout time.Duration
-	// MaxInflightBytes bounds the record bytes buffered or in flight;
-	// producing blocks when it is reached. Default 64 MiB.
+	// MaxInflightBytes bounds the records buffered or in flight, each
+	// counted as its key, value and headers plus RecordOverhead, so that
+	// it bounds the memory they hold; producing blocks when it is reached.
+	// Default 64 MiB.
 	MaxInflightBytes int
 	// MaxMessageBytes is the largest record batch sent (the broker's
 	// message.max.bytes). A larger record fails. Default 1048588, Kafka's
@@ -166,6 +169,7 @@ type Sink struct {
 	closing  chan struct{}
 	loopDone chan struct{}
 	rejects  rejections
+	budget   *budget.Budget
 
 	errOnce sync.Once
 	err     error
@@ -200,8 +204,10 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.ProducerBatchCompression(compressions[cfg.Compression]),
 		kgo.ProducerBatchMaxBytes(cfg.MaxMessageBytes),
+		// N.B. the budget (reserve) binds first: it counts every record's
+		// overhead too.
 		kgo.MaxBufferedBytes(cfg.MaxInflightBytes),
-		kgo.MaxBufferedRecords(1 << 30), // bounded by bytes instead
+		kgo.MaxBufferedRecords(1 << 30),
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.WithHooks(kafkaHook{cfg.Metrics}),
 	}
@@ -225,6 +231,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		closing:  make(chan struct{}),
 		loopDone: make(chan struct{}),
 		rejects:  rejections{ready: make(chan struct{}, 1)},
+		budget:   budget.New(int64(cfg.MaxInflightBytes)),
 	}
 	go s.deadLetterLoop()
 	go s.watchdog()
@@ -275,11 +282,6 @@ func (s *Sink) Ping(ctx context.Context) error {
 		return nil
 	}
 	return s.cl.Ping(ctx)
-}
-
-// Buffered is the record bytes and records produced and not yet finished.
-func (s *Sink) Buffered() (bytes, records int64) {
-	return s.cl.BufferedProduceBytes(), s.cl.BufferedProduceRecords()
 }
 
 type kafkaHook struct{ m *metrics.Metrics }
@@ -355,6 +357,9 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 			r.Value = ev.Value
 			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 			r.Timestamp = tx.CommitTime
+			if err := s.reserve(ctx, r); err != nil {
+				return err
+			}
 			s.cur.Add(1)
 			s.cl.Produce(ctx, r, promise)
 		}
@@ -396,10 +401,29 @@ func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *t
 	s.log.Warn("poison event: dead-lettered", zap.String("table", ev.Table), zap.Uint32("xid", tx.Xid),
 		zap.Stringer("commit_lsn", tx.CommitLSN), zap.ByteString("id", ev.ID), zap.String("topic", s.cfg.DeadLetterTopic), zap.Error(ev.Err))
 	s.metrics.DeadLetter(decode.Reason(ev.Err))
+	if err := s.reserve(ctx, dl); err != nil {
+		return err
+	}
 	s.cur.Add(1)
-	s.cl.Produce(ctx, dl, a.deadLettered)
+	s.cl.Produce(ctx, dl, a.deadLetteredReserved)
 	return nil
 }
+
+// reserve counts r against MaxInflightBytes, waiting while they are used
+// up. The record's promise releases it.
+func (s *Sink) reserve(ctx context.Context, r *kgo.Record) error {
+	if s.budget.Acquire(ctx, recordCost(r), s.failed) {
+		return nil
+	}
+	if err := s.Err(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// InflightBytes is what the records produced and not yet finished count
+// against MaxInflightBytes.
+func (s *Sink) InflightBytes() int64 { return s.budget.Used() }
 
 // partMeta describes a Tx part for dead-letter headers.
 func partMeta(tx *decode.Tx) recordMeta {
@@ -422,6 +446,7 @@ type txAcks struct {
 }
 
 func (a *txAcks) done(r *kgo.Record, err error) {
+	a.s.budget.Release(recordCost(r))
 	if err != nil {
 		if rejected(err) && a.s.cfg.OnPoison == OnPoisonDeadLetter {
 			// Kafka refused the record itself: park it, and acknowledge the
@@ -442,6 +467,12 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 	}
 	a.s.metrics.Published(r.Topic, r.Timestamp)
 	a.x.Ack()
+}
+
+// deadLetteredReserved is deadLettered for a record that Produce reserved.
+func (a *txAcks) deadLetteredReserved(r *kgo.Record, err error) {
+	a.s.budget.Release(recordCost(r))
+	a.deadLettered(r, err)
 }
 
 // deadLettered acknowledges an event once its dead-letter record is written.

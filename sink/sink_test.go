@@ -106,6 +106,9 @@ func TestAcknowledgedTransactionsAdvanceTheWatermark(t *testing.T) {
 	if got := tr.Watermark(); got != start+300 {
 		t.Errorf("watermark %s, want %s", got, start+300)
 	}
+	if n := s.InflightBytes(); n != 0 {
+		t.Errorf("%d in-flight bytes after every record was acknowledged", n)
+	}
 	recs := readAll(t, c, "orders", 3)
 	if header(recs[0], "id") == "" || !recs[0].Timestamp.Equal(time.Unix(1700000000, 0)) {
 		t.Errorf("record %+v: want an id header and the commit time", recs[0])
@@ -276,5 +279,58 @@ func TestHaltOnAPoisonEvent(t *testing.T) {
 	}
 	if got := tr.Watermark(); got != start {
 		t.Errorf("watermark %s moved", got)
+	}
+}
+
+// TestInflightBytesBoundProduce: records count their overhead against
+// MaxInflightBytes; Produce blocks while the budget is used up and returns
+// the sink's failure instead of hanging.
+func TestInflightBytesBoundProduce(t *testing.T) {
+	c := newCluster(t)
+	tr := checkpoint.New(start)
+	const limit = 10000
+	s, err := New(Config{
+		Brokers:          c.ListenAddrs(),
+		CreateTopics:     true,
+		TopicPartitions:  2,
+		OnPoison:         OnPoisonDeadLetter,
+		DeliveryTimeout:  3 * time.Second,
+		MaxMessageBytes:  limit,
+		MaxInflightBytes: limit,
+	}, tr, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rejectTopic(t, c, "stuck", kerr.NotEnoughReplicas.Code)
+	produced := make(chan int, 100)
+	done := make(chan error, 1)
+	go func() {
+		for i := 1; i <= 30; i++ {
+			if err := s.Produce(context.Background(), tx(uint32(i), start+pglogrepl.LSN(i*100), event("stuck", "k", fmt.Sprint("id", i)))); err != nil {
+				done <- err
+				return
+			}
+			produced <- i
+		}
+		done <- nil
+	}()
+	perRecord := recordCost(&kgo.Record{Key: []byte("k"), Value: []byte(`{"k":"k"}`), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("id10")}}})
+	want := int(limit / perRecord)
+	// Produce fills the budget, then blocks until the delivery timeout
+	// fails the sink.
+	err = <-done
+	if err == nil || !errors.Is(err, s.Err()) {
+		t.Fatalf("Produce returned %v, want the sink's failure (%v)", err, s.Err())
+	}
+	n := len(produced)
+	if n < want-1 || n > want {
+		t.Errorf("%d records produced before Produce blocked, want %d (limit %d, %d bytes each)", n, want, limit, perRecord)
+	}
+	if got := tr.Watermark(); got != start {
+		t.Errorf("watermark %s moved past unacknowledged records", got)
 	}
 }

@@ -32,6 +32,7 @@ type config struct {
 	payloadColumn   string
 	headerColumns   string
 	statusInterval  time.Duration
+	readWait        time.Duration
 	shutdownTimeout time.Duration
 	maxInflight     int
 	compression     string
@@ -76,6 +77,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.payloadColumn, "payload-column", "payload", "column holding the record value")
 	fs.StringVar(&cfg.headerColumns, "header-columns", "", "extra headers as column:header pairs, comma-separated (e.g. type:eventType)")
 	fs.DurationVar(&cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL")
+	fs.DurationVar(&cfg.readWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency; 0: read at once)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements")
 	fs.IntVar(&cfg.maxInflight, "max-inflight-bytes", 64<<20, "record bytes buffered or in flight to Kafka before reading from PostgreSQL pauses")
 	fs.StringVar(&cfg.compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
@@ -199,6 +201,7 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		StatusInterval:   c.statusInterval,
 		ShutdownTimeout:  c.shutdownTimeout,
 		RecreateLostSlot: c.recreateLost,
+		ReadWait:         c.readWait,
 	}
 	dc := decode.Config{
 		Tables:         tables,

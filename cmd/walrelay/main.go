@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -106,6 +107,8 @@ func runCmd(args []string, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 
+	setMemoryLimit(cfg, log)
+
 	// The first SIGINT/SIGTERM stops gracefully; a second one, or the
 	// shutdown timeout running out, aborts.
 	ctx, abort := context.WithCancel(context.Background())
@@ -201,4 +204,22 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	}
 	core := zapcore.NewCore(enc, zapcore.AddSync(w), lvl)
 	return zap.New(core).Named("walrelay"), nil
+}
+
+// memoryHeadroom is the Go memory walrelay needs besides what
+// --max-inflight-bytes and the replication buffer bound: clients, buffers,
+// metrics, stacks.
+const memoryHeadroom = 16 << 20
+
+// setMemoryLimit gives the Go runtime a soft memory limit of what the
+// in-flight bounds allow plus headroom, unless GOMEMLIMIT sets one. Without
+// it the heap may grow to twice what is live before a collection, so a
+// full in-flight window would cost twice its size.
+func setMemoryLimit(cfg config, log *zap.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit := int64(cfg.maxInflight) + replication.BufferBytes + memoryHeadroom
+	debug.SetMemoryLimit(limit)
+	log.Debug("memory limit", zap.Int64("bytes", limit))
 }

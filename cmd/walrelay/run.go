@@ -83,9 +83,8 @@ func (r *relay) register() {
 		recs, _, _ := p.tr.InFlight()
 		return float64(recs)
 	})
-	gauge("walrelay_inflight_bytes", "Record bytes buffered in the Kafka client or in flight.", func(p *pipeline) float64 {
-		b, _ := p.snk.Buffered()
-		return float64(b)
+	gauge("walrelay_inflight_bytes", "Bytes counted against --max-inflight-bytes: records buffered in the Kafka client or in flight, each with its key, value, headers and 1 KiB of overhead.", func(p *pipeline) float64 {
+		return float64(p.snk.InflightBytes())
 	})
 	gauge("walrelay_oldest_unacked_seconds", "Age of the oldest transaction not yet fully acknowledged by Kafka.", func(p *pipeline) float64 {
 		if _, _, oldest := p.tr.InFlight(); !oldest.IsZero() {
@@ -271,6 +270,7 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 					return r.drain(gctx, snk, tr, drained)
 				}
 				tx, err := dec.Decode(m.Data)
+				stream.Done(m)
 				if err != nil {
 					return fmt.Errorf("decode message at %s: %w", m.WALStart, err)
 				}

@@ -245,17 +245,25 @@ replica.fetch.max.bytes=16777216
 	if heapMB <= 0 {
 		heapMB = 768
 	}
-	st.Args = []string{
+	jvm := []string{
 		fmt.Sprintf("-Xms%dm", min(256, heapMB)), fmt.Sprintf("-Xmx%dm", heapMB), "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 		// C1 only: the broker starts in about half the CPU time on two
 		// cores; tests never need its peak throughput.
 		"-XX:TieredStopAtLevel=1",
+	}
+	if os.Getenv(EnvKafkaStockJVM) != "" {
+		// The JVM options of Kafka's own bin/kafka-server-start.sh and
+		// kafka-run-class.sh, for benchmarks.
+		jvm = []string{"-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+			"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent"}
+	}
+	st.Args = append(jvm,
 		"-Djava.awt.headless=true",
-		"-Dkafka.logs.dir=" + filepath.Join(kd, "logs"),
-		"-Dlog4j2.configurationFile=" + st.Log4jConfig,
+		"-Dkafka.logs.dir="+filepath.Join(kd, "logs"),
+		"-Dlog4j2.configurationFile="+st.Log4jConfig,
 		"-cp", classpath,
 		"kafka.Kafka", st.ConfigPath,
-	}
+	)
 	if err := st.launch(ctx, detached); err != nil {
 		return nil, err
 	}

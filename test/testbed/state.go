@@ -16,6 +16,10 @@ const (
 	// EnvBedDir is the directory of a bed started by another process; its
 	// state.json says how to stop, start and restart the servers.
 	EnvBedDir = "WALRELAY_TEST_BED_DIR"
+	// EnvKafkaStockJVM, when set, runs the broker with the JVM options of
+	// Kafka's own start scripts (1 GiB heap, full JIT) instead of the
+	// quick-starting ones the tests use; the benchmarks set it.
+	EnvKafkaStockJVM = "WALRELAY_TEST_KAFKA_STOCK_JVM"
 )
 
 const (

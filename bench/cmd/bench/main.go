@@ -81,7 +81,7 @@ func parseConfig() (*config, error) {
 	drain := fs.String("drain-timeout", envOr("BENCH_DRAIN_TIMEOUT", "30m"), "longest wait for one relay to drain one backlog (BENCH_DRAIN_TIMEOUT)")
 	parts := fs.String("partitions", envOr("BENCH_PARTITIONS", "6"), "partitions of every topic (walrelay's default) (BENCH_PARTITIONS)")
 	status := fs.String("status-interval", envOr("BENCH_STATUS_INTERVAL", "1s"), "walrelay --status-interval and Debezium offset.flush.interval.ms (BENCH_STATUS_INTERVAL)")
-	fs.BoolVar(&c.profile, "profile", envOr("BENCH_PROFILE", "") != "", "write walrelay CPU profiles of the W1 drains next to the results (BENCH_PROFILE=1)")
+	fs.BoolVar(&c.profile, "profile", envOr("BENCH_PROFILE", "") != "", "write walrelay CPU profiles of the W1 drains and of W2 next to the results (BENCH_PROFILE=1)")
 	fs.StringVar(&c.outDir, "out", envOr("BENCH_OUT", "bench/results"), "results directory (BENCH_OUT)")
 	fs.StringVar(&c.walrelayBin, "walrelay", envOr("BENCH_WALRELAY", ""), "walrelay binary (default: build ./cmd/walrelay) (BENCH_WALRELAY)")
 	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")

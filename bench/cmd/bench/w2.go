@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,7 +60,12 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 	if relay == relayDebezium {
 		workerDir = b.logDir("debezium-" + slot)
 	}
-	r, err := b.startRelay(ctx, relay, slot, 0, workerDir, "")
+	profile := ""
+	if b.profiling && relay == relayWalrelay {
+		// One profile over the warm-up and every rate.
+		profile, _ = filepath.Abs(fmt.Sprintf("%s-w2-%s.pprof", b.base, relay))
+	}
+	r, err := b.startRelay(ctx, relay, slot, 0, workerDir, profile)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,24 @@ var deliberate = map[string]string{
 	"timestamp": "walrelay stamps each record with its transaction's commit time; Debezium's router uses the time the connector processed the event (DESIGN.md, record format)",
 }
 
+// contextHeaders explains the one header difference walrelay makes on
+// purpose.
+const contextHeaders = "Debezium 3 puts four __debezium.context.* headers (connectorLogicalName, taskId, connectorName, runId) before the router's headers; they describe the Connect deployment, not the event, and walrelay does not emit them (README, migrating from Debezium)"
+
+// deliberateFor says why a difference is deliberate, or "" for a bug.
+func deliberateFor(field, between, kind string) string {
+	if d := deliberate[field]; d != "" {
+		return d
+	}
+	// Debezium's leading context headers, and nothing else: the headers
+	// after them are compared on their own.
+	if field == "headers" && (between == "debezium vs PostgreSQL" && strings.HasPrefix(kind, "context headers ") ||
+		between == "walrelay vs debezium" && strings.HasPrefix(kind, "context headers: walrelay [], ")) {
+		return contextHeaders
+	}
+	return ""
+}
+
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s compat: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
@@ -496,10 +514,7 @@ func compare(rep *Report, rows map[string]row, labels map[string]string, wrRecs,
 			if rowLabel != "" {
 				example = rowLabel + ": " + detail
 			}
-			d = &Diff{Field: field, Between: between, Kind: kind, Example: example, Deliberate: deliberate[field]}
-			if d.Deliberate == "" {
-				d.Deliberate = deliberate[field+":"+kind]
-			}
+			d = &Diff{Field: field, Between: between, Kind: kind, Example: example, Deliberate: deliberateFor(field, between, kind)}
 			groups[k] = d
 			rep.Diffs = append(rep.Diffs, Diff{}) // placeholder, filled below
 		}

@@ -1,0 +1,19 @@
+//go:build unix
+
+package replication
+
+import "syscall"
+
+// setLowat sets the socket's SO_RCVLOWAT.
+func (c *coalescingConn) setLowat(n int) error {
+	if c.raw == nil {
+		return syscall.ENOTSUP
+	}
+	var err error
+	if cerr := c.raw.Control(func(fd uintptr) {
+		err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, n)
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
