@@ -79,7 +79,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.DurationVar(&cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL")
 	fs.DurationVar(&cfg.readWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency; 0: read at once)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements")
-	fs.IntVar(&cfg.maxInflight, "max-inflight-bytes", 64<<20, "record bytes buffered or in flight to Kafka before reading from PostgreSQL pauses")
+	fs.IntVar(&cfg.maxInflight, "max-inflight-bytes", 64<<20, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
 	fs.StringVar(&cfg.compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
 	fs.DurationVar(&cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may be retried before it fails and streaming restarts from the last confirmed position")
 	fs.IntVar(&cfg.maxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes")

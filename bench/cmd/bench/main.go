@@ -77,7 +77,7 @@ func parseConfig() (*config, error) {
 	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2"), "workloads: w1 (single-row backlog), w1batch (large transactions), w2 (latency) (BENCH_WORKLOADS)")
 	rates := fs.String("w2-rates", envOr("BENCH_W2_RATES", "1000,5000"), "W2: events per second (BENCH_W2_RATES)")
 	w2d := fs.String("w2-duration", envOr("BENCH_W2_DURATION", "60s"), "W2: how long each rate is written (BENCH_W2_DURATION)")
-	w2w := fs.String("w2-warmup", envOr("BENCH_W2_WARMUP", "10s"), "W2: unmeasured writing before the first rate (BENCH_W2_WARMUP)")
+	w2w := fs.String("w2-warmup", envOr("BENCH_W2_WARMUP", "30s"), "W2: unmeasured writing before the first rate (BENCH_W2_WARMUP)")
 	drain := fs.String("drain-timeout", envOr("BENCH_DRAIN_TIMEOUT", "30m"), "longest wait for one relay to drain one backlog (BENCH_DRAIN_TIMEOUT)")
 	parts := fs.String("partitions", envOr("BENCH_PARTITIONS", "6"), "partitions of every topic (walrelay's default) (BENCH_PARTITIONS)")
 	status := fs.String("status-interval", envOr("BENCH_STATUS_INTERVAL", "1s"), "walrelay --status-interval and Debezium offset.flush.interval.ms (BENCH_STATUS_INTERVAL)")
