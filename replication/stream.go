@@ -201,29 +201,40 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 	// intervals the status update asks for a reply; after four without
 	// any message the connection is taken for dead and re-established.
 	lastRecv := time.Now()
+	received := false   // a message arrived since lastRecv was set
+	var armed time.Time // the read deadline set, if it is nextStatus
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
-		s.beat.Store(time.Now().UnixNano())
+		// N.B. one clock reading per message: the loop turns for every
+		// message of a backlog.
+		now := time.Now()
+		if received {
+			lastRecv, received = now, false
+		}
+		s.beat.Store(now.UnixNano())
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if stopBy.IsZero() && stopCtx.Err() != nil {
-			stopBy = time.Now().Add(s.cfg.ShutdownTimeout)
+			stopBy = now.Add(s.cfg.ShutdownTimeout)
 			if ss.inTx {
 				s.log.Info("stopping: finishing the transaction being received")
 			}
 		}
-		if !stopBy.IsZero() && (!ss.inTx || time.Now().After(stopBy)) {
+		if !stopBy.IsZero() && (!ss.inTx || now.After(stopBy)) {
 			return nil
 		}
-		if now := time.Now(); !now.Before(nextStatus) {
+		if !now.Before(nextStatus) {
 			if err := s.sendStatusReq(ss, now.Sub(lastRecv) > 2*interval); err != nil {
 				return err
 			}
 			nextStatus = now.Add(interval)
 		}
-		ss.netConn.SetReadDeadline(nextStatus)
+		if !armed.Equal(nextStatus) {
+			ss.netConn.SetReadDeadline(nextStatus)
+			armed = nextStatus
+		}
 		// Re-check after arming the deadline: a wake-up that fired before it
 		// was overwritten is seen here.
 		if ctx.Err() != nil || (stopBy.IsZero() && stopCtx.Err() != nil) {
@@ -233,6 +244,8 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				// N.B. re-arm: the deadline passed, or a wake-up moved it.
+				armed = time.Time{}
 				if quiet := time.Since(lastRecv); quiet > 4*interval {
 					return fmt.Errorf("receive: no message from PostgreSQL for %s, not even a reply to a status update asking for one: the connection is dead", quiet.Round(time.Second))
 				}
@@ -240,7 +253,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
-		lastRecv = time.Now()
+		received = true
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if len(msg.Data) == 0 {
