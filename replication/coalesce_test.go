@@ -1,0 +1,103 @@
+package replication
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+func coalescing(t *testing.T, c net.Conn) *coalescingConn {
+	t.Helper()
+	cc := &coalescingConn{Conn: c, wait: time.Millisecond}
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.raw = raw
+	return cc
+}
+
+// TestCoalescingConnDeliversEverything: the bytes read are the bytes
+// written, in order, whatever the chunking.
+func TestCoalescingConnDeliversEverything(t *testing.T) {
+	client, server := tcpPair(t)
+	cc := coalescing(t, client)
+	var want bytes.Buffer
+	go func() {
+		for i := 0; i < 2000; i++ {
+			msg := bytes.Repeat([]byte{byte(i)}, 1+i%700)
+			server.Write(msg)
+			if i%50 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		server.Close()
+	}()
+	for i := 0; i < 2000; i++ {
+		want.Write(bytes.Repeat([]byte{byte(i)}, 1+i%700))
+	}
+	got, err := io.ReadAll(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("read %d bytes, want %d, or in another order", len(got), want.Len())
+	}
+}
+
+// TestCoalescingConnDoesNotStallSmallMessages: after a short read and the
+// wait, the low-water mark is back at 1, so a blocking read returns a single
+// small message (a keepalive) instead of waiting for 256 KiB.
+func TestCoalescingConnDoesNotStallSmallMessages(t *testing.T) {
+	client, server := tcpPair(t)
+	cc := coalescing(t, client)
+	server.Write([]byte("first"))
+	buf := make([]byte, 4096)
+	n, err := cc.Read(buf)
+	if err != nil || string(buf[:n]) != "first" {
+		t.Fatalf("first read: %q, %v", buf[:n], err)
+	}
+	if !cc.drained {
+		t.Fatal("a read shorter than the buffer must count as having emptied the socket")
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the next read blocks first
+		server.Write([]byte("k"))
+	}()
+	cc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	n, err = cc.Read(buf)
+	if err != nil || string(buf[:n]) != "k" {
+		t.Fatalf("second read: %q, %v (SO_RCVLOWAT left high stalls small messages)", buf[:n], err)
+	}
+}
