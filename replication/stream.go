@@ -312,34 +312,35 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 	}
 }
 
-// hand sends m downstream. While the buffer (BufferBytes, or the channel's
-// capacity) is full it keeps sending status
-// updates, so a slow Kafka never lets wal_sender_timeout expire.
+// hand sends m downstream once it fits in the buffer (BufferBytes, and the
+// channel's capacity). While it waits it keeps sending status updates, so a
+// slow Kafka never lets wal_sender_timeout expire.
 func (s *Stream) hand(ctx context.Context, ss *session, out chan<- Message, m Message, timer *time.Timer, nextStatus *time.Time) error {
-	for !s.buf.TryAcquire(int64(len(m.Data))) {
-		timer.Reset(time.Until(*nextStatus))
-		select {
-		case <-s.buf.Wake():
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			s.beat.Store(time.Now().UnixNano())
-			if err := s.sendStatus(ss); err != nil {
-				return err
-			}
-			*nextStatus = time.Now().Add(s.cfg.StatusInterval)
-		}
-	}
-	select {
-	case out <- m:
-		return nil
-	default:
-	}
-	for {
-		timer.Reset(time.Until(*nextStatus))
+	n := int64(len(m.Data))
+	fits := s.buf.TryAcquire(n)
+	if fits {
 		select {
 		case out <- m:
 			return nil
+		default:
+		}
+	}
+	for {
+		// N.B. a nil channel disables its case: first wait for room in
+		// the buffer, then for the channel.
+		var send chan<- Message
+		var room <-chan struct{}
+		if fits {
+			send = out
+		} else {
+			room = s.buf.Wake()
+		}
+		timer.Reset(time.Until(*nextStatus))
+		select {
+		case send <- m:
+			return nil
+		case <-room:
+			fits = s.buf.TryAcquire(n)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:

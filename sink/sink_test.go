@@ -24,17 +24,21 @@ import (
 
 const start = pglogrepl.LSN(0x1000)
 
-func newSink(t *testing.T, c *kfake.Cluster, onPoison string, timeout time.Duration) (*Sink, *checkpoint.Tracker) {
+func newSink(t *testing.T, c *kfake.Cluster, onPoison string, timeout time.Duration, opts ...func(*Config)) (*Sink, *checkpoint.Tracker) {
 	t.Helper()
 	tr := checkpoint.New(start)
-	s, err := New(Config{
+	cfg := Config{
 		Brokers:         c.ListenAddrs(),
 		CreateTopics:    true,
 		TopicPartitions: 2,
 		OnPoison:        onPoison,
 		DeliveryTimeout: timeout,
 		MaxMessageBytes: 10000,
-	}, tr, zap.NewNop())
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := New(cfg, tr, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,24 +291,8 @@ func TestHaltOnAPoisonEvent(t *testing.T) {
 // the sink's failure instead of hanging.
 func TestInflightBytesBoundProduce(t *testing.T) {
 	c := newCluster(t)
-	tr := checkpoint.New(start)
 	const limit = 10000
-	s, err := New(Config{
-		Brokers:          c.ListenAddrs(),
-		CreateTopics:     true,
-		TopicPartitions:  2,
-		OnPoison:         OnPoisonDeadLetter,
-		DeliveryTimeout:  3 * time.Second,
-		MaxMessageBytes:  limit,
-		MaxInflightBytes: limit,
-	}, tr, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s, tr := newSink(t, c, OnPoisonDeadLetter, 3*time.Second, func(cfg *Config) { cfg.MaxInflightBytes = limit })
 	rejectTopic(t, c, "stuck", kerr.NotEnoughReplicas.Code)
 	produced := make(chan int, 100)
 	done := make(chan error, 1)
@@ -322,7 +310,7 @@ func TestInflightBytesBoundProduce(t *testing.T) {
 	want := int(limit / perRecord)
 	// Produce fills the budget, then blocks until the delivery timeout
 	// fails the sink.
-	err = <-done
+	err := <-done
 	if err == nil || !errors.Is(err, s.Err()) {
 		t.Fatalf("Produce returned %v, want the sink's failure (%v)", err, s.Err())
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -68,26 +70,13 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 		}
 	}()
 	// One transaction while Kafka is down.
-	var xid uint32
-	func() {
-		ctx := context.Background()
-		conn := connect(t, e.dsn)
-		defer conn.Close(ctx)
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx)
+	xid := e.txXid(t, func(tx pgx.Tx) {
 		for i := 0; i < 50; i++ {
-			if _, err := tx.Exec(ctx, `INSERT INTO outbox VALUES ($1, $2, 'agg-down', 'OrderCreated', jsonb_build_object('seq', $3::int))`, newUUID(), e.aggType(0), i+1); err != nil {
+			if _, err := tx.Exec(context.Background(), `INSERT INTO outbox VALUES ($1, $2, 'agg-down', 'OrderCreated', jsonb_build_object('seq', $3::int))`, newUUID(), e.aggType(0), i+1); err != nil {
 				t.Fatal(err)
 			}
 		}
-		xid = txXid(t, tx)
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	})
 	after := e.bed.CurrentWALLSN(t, e.dsn)
 	// Several status intervals pass with the records unacknowledged.
 	for i := 0; i < 8; i++ {

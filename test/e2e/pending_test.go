@@ -29,6 +29,16 @@ func (e *env) witness(t *testing.T) *harness.Witness {
 // execXid runs sql in a transaction of its own and returns its xid.
 func (e *env) execXid(t *testing.T, sql string, args ...any) uint32 {
 	t.Helper()
+	return e.txXid(t, func(tx pgx.Tx) {
+		if _, err := tx.Exec(context.Background(), sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// txXid runs do in a transaction, commits it and returns its xid.
+func (e *env) txXid(t *testing.T, do func(pgx.Tx)) uint32 {
+	t.Helper()
 	ctx := context.Background()
 	conn := connect(t, e.dsn)
 	defer conn.Close(ctx)
@@ -37,18 +47,16 @@ func (e *env) execXid(t *testing.T, sql string, args ...any) uint32 {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, sql, args...); err != nil {
-		t.Fatal(err)
-	}
-	xid := txXid(t, tx)
+	do(tx)
+	xid := currentXid(t, tx)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return xid
 }
 
-// txXid is the xid of the open transaction q runs in.
-func txXid(t *testing.T, tx pgx.Tx) uint32 {
+// currentXid is the xid of the open transaction tx.
+func currentXid(t *testing.T, tx pgx.Tx) uint32 {
 	t.Helper()
 	var xid int64
 	if err := tx.QueryRow(context.Background(), `SELECT txid_current() % 4294967296`).Scan(&xid); err != nil {
