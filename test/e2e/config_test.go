@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walrelay/walrelay/test/harness"
 	"net/url"
 	"os"
 	"os/exec"
@@ -50,13 +51,13 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const secret = "s3cr3t-pw"
-	dsn := withUser(t, e.dsn, "postgres", secret) // trust auth: the password is ignored but must never leak
-	e.bed.Exec(t, e.dsn, `CREATE ROLE norep_`+e.prefix+` LOGIN`)
-	e.bed.Exec(t, e.dsn, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, "td_"+e.prefix)
-	t.Cleanup(func() { e.bed.Exec(t, e.dsn, `DROP ROLE IF EXISTS norep_`+e.prefix) })
-	brokers := strings.Join(e.bed.Brokers(), ",")
+	dsn := withUser(t, e.DSN, "postgres", secret) // trust auth: the password is ignored but must never leak
+	e.Bed.Exec(t, e.DSN, `CREATE ROLE norep_`+e.Prefix+` LOGIN`)
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, "td_"+e.Prefix)
+	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `DROP ROLE IF EXISTS norep_`+e.Prefix) })
+	brokers := strings.Join(e.Bed.Brokers(), ",")
 	base := func(extra ...string) []string {
-		return append([]string{"run", "--pg-url", dsn, "--brokers", brokers, "--slot", e.slot, "--publication", e.pub, "--http-addr", ""}, extra...)
+		return append([]string{"run", "--pg-url", dsn, "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub, "--http-addr", ""}, extra...)
 	}
 	cases := []struct {
 		name string
@@ -76,9 +77,9 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 		{"template names an unknown column", nil, base("--topic", "x.${nope}"), `no column "nope" (named by --topic)`},
 		{"table lacks a mapped column", nil, base("--key-column", "aggregate"), `no column "aggregate" (named by --key-column)`},
 		{"table does not exist", nil, base("--table", "public.nothere"), "outbox table public.nothere does not exist"},
-		{"publication missing without --create", nil, base("--create=false"), "publication \"" + e.pub + "\" does not exist: run CREATE PUBLICATION"},
-		{"slot with another plugin", nil, append(base(), "--slot", "td_"+e.prefix), `plugin "test_decoding"`},
-		{"role lacks REPLICATION", nil, []string{"run", "--pg-url", withUser(t, e.dsn, "norep_"+e.prefix, secret), "--brokers", brokers, "--slot", e.slot, "--publication", e.pub, "--http-addr", ""}, "lacks the REPLICATION attribute: run ALTER ROLE"},
+		{"publication missing without --create", nil, base("--create=false"), "publication \"" + e.Pub + "\" does not exist: run CREATE PUBLICATION"},
+		{"slot with another plugin", nil, append(base(), "--slot", "td_"+e.Prefix), `plugin "test_decoding"`},
+		{"role lacks REPLICATION", nil, []string{"run", "--pg-url", withUser(t, e.DSN, "norep_"+e.Prefix, secret), "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub, "--http-addr", ""}, "lacks the REPLICATION attribute: run ALTER ROLE"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,8 +98,8 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 			}
 		})
 	}
-	if e.bed.Slot(t, e.dsn, e.slot).Exists {
-		t.Errorf("a failed start created slot %s", e.slot)
+	if e.Bed.Slot(t, e.DSN, e.Slot).Exists {
+		t.Errorf("a failed start created slot %s", e.Slot)
 	}
 }
 
@@ -108,16 +109,16 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 func TestMissingTopicWithoutCreateTopics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	dlq := e.prefix + ".dlq"
-	e.bed.CreateTopic(t, dlq, 1)
+	dlq := e.Prefix + ".dlq"
+	e.Bed.CreateTopic(t, dlq, 1)
 	wit := e.witness(t)
 	relay := e.startRelay(t, "--create-topics=false", "--dlq-topic", dlq)
 	relay.WaitStreaming()
-	xid := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, newUUID(), e.aggType(0))
+	xid := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, harness.NewUUID(), e.AggType(0))
 	if code := relay.Wait(time.Minute); code != 2 {
 		t.Errorf("exit code %d, want 2", code)
 	}
-	if want := "topic does not exist: outbox.event." + e.aggType(0); !strings.Contains(relay.Log(), want) {
+	if want := "topic does not exist: outbox.event." + e.AggType(0); !strings.Contains(relay.Log(), want) {
 		t.Errorf("log lacks %q", want)
 	}
 	e.checkPending(t, wit, xid, "the event for the missing topic")
@@ -129,7 +130,7 @@ func TestKafkaUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	relay := e.startRelay(t, "--brokers", "127.0.0.1:1")
-	waitFor(t, 30*time.Second, "a log line about Kafka", func() bool { return strings.Contains(relay.Log(), "reach kafka at 127.0.0.1:1") })
+	harness.WaitFor(t, 30*time.Second, "a log line about Kafka", func() bool { return strings.Contains(relay.Log(), "reach kafka at 127.0.0.1:1") })
 	time.Sleep(2 * time.Second)
 	if relay.Exited() {
 		t.Fatalf("walrelay exited instead of retrying")
@@ -151,9 +152,9 @@ func TestKafkaUnreachableAtStart(t *testing.T) {
 func TestCheckStatusAndSetup(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	role := "wr_" + e.prefix
-	t.Cleanup(func() { e.bed.Exec(t, e.dsn, `DROP OWNED BY `+role+` CASCADE; DROP ROLE IF EXISTS `+role) })
-	flags := []string{"--pg-url", e.dsn, "--brokers", strings.Join(e.bed.Brokers(), ","), "--slot", e.slot, "--publication", e.pub}
+	role := "wr_" + e.Prefix
+	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `DROP OWNED BY `+role+` CASCADE; DROP ROLE IF EXISTS `+role) })
+	flags := []string{"--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub}
 
 	code, out := runOnce(t, nil, append([]string{"check"}, flags...)...)
 	if code != 0 || !strings.Contains(out, "will be created at start") {
@@ -167,12 +168,12 @@ func TestCheckStatusAndSetup(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "does not exist") {
 		t.Errorf("status without a slot: exit %d, want 2:\n%s", code, out)
 	}
-	code, out = runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=pw-" + e.prefix}, append([]string{"setup", "--role", role}, flags...)...)
-	if code != 0 || !strings.Contains(out, "done:   CREATE ROLE") || !strings.Contains(out, "host    ") || strings.Contains(out, "pw-"+e.prefix) {
+	code, out = runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=pw-" + e.Prefix}, append([]string{"setup", "--role", role}, flags...)...)
+	if code != 0 || !strings.Contains(out, "done:   CREATE ROLE") || !strings.Contains(out, "host    ") || strings.Contains(out, "pw-"+e.Prefix) {
 		t.Fatalf("setup: exit %d:\n%s", code, out)
 	}
 	var super, repl bool
-	if err := e.bed.QueryRow(t, e.dsn, `SELECT rolsuper, rolreplication FROM pg_roles WHERE rolname = $1`, role).Scan(&super, &repl); err != nil {
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT rolsuper, rolreplication FROM pg_roles WHERE rolname = $1`, role).Scan(&super, &repl); err != nil {
 		t.Fatal(err)
 	}
 	if super || !repl {
@@ -180,18 +181,20 @@ func TestCheckStatusAndSetup(t *testing.T) {
 	}
 	// Stream as the least-privilege role.
 	roleEnv := *e
-	roleEnv.dsn = withUser(t, e.dsn, role, "pw-"+e.prefix)
+	roleEnvBase := *e.Env // its own DSN, not e's
+	roleEnv.Env = &roleEnvBase
+	roleEnv.DSN = withUser(t, e.DSN, role, "pw-"+e.Prefix)
 	c := e.collect(t)
 	relay := roleEnv.startRelay(t, "--create=false")
 	relay.WaitStreaming()
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, newUUID(), e.aggType(0))
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
-	code, out = runOnce(t, nil, append([]string{"check", "--pg-url", roleEnv.dsn}, flags[2:]...)...)
+	code, out = runOnce(t, nil, append([]string{"check", "--pg-url", roleEnv.DSN}, flags[2:]...)...)
 	if code != 0 || !strings.Contains(out, "checks passed") || strings.Contains(out, "FAIL") {
 		t.Errorf("check as the role: exit %d:\n%s", code, out)
 	}
 	code, out = runOnce(t, nil, append([]string{"status"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "active                 yes") || !strings.Contains(out, "publication            "+e.pub+": public.outbox") {
+	if code != 0 || !strings.Contains(out, "active                 yes") || !strings.Contains(out, "publication            "+e.Pub+": public.outbox") {
 		t.Errorf("status: exit %d:\n%s", code, out)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
@@ -204,17 +207,17 @@ func TestCheckStatusAndSetup(t *testing.T) {
 func TestMetricsMatchKafka(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	w := &workload{Writers: 2, Events: 1500, Aggregates: 20, MaxTxRows: 8, Rollback: 0.1}
-	w.prepare(t, e)
+	w := &harness.Workload{Writers: 2, Events: 1500, Aggregates: 20, MaxTxRows: 8, Rollback: 0.1}
+	w.Prepare(t, e.Env)
 	c := e.collect(t)
 	relay := e.startRelay(t)
 	relay.WaitStreaming()
-	if err := w.run(context.Background(), t, e); err != nil {
+	if err := w.Run(context.Background(), e.Env); err != nil {
 		t.Fatal(err)
 	}
-	rows := e.committedRows(t)
+	rows := e.CommittedRows(t)
 	recs := c.WaitFor(len(rows), time.Minute)
-	waitFor(t, 30*time.Second, "walrelay_inflight_events to drop to 0", func() bool { return relay.Metric("walrelay_inflight_events") == 0 })
+	harness.WaitFor(t, 30*time.Second, "walrelay_inflight_events to drop to 0", func() bool { return relay.Metric("walrelay_inflight_events") == 0 })
 	perTopic := map[string]int{}
 	for _, r := range recs {
 		perTopic[r.Topic]++
@@ -234,11 +237,11 @@ func TestMetricsMatchKafka(t *testing.T) {
 		t.Errorf(`walrelay_state{state="streaming"} = %v, want 1`, got)
 	}
 	// The slot shows what walrelay sent: read it first, the metric second.
-	slotLSN := e.bed.Slot(t, e.dsn, e.slot).ConfirmedFlushLSN
+	slotLSN := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
 	if got := relay.Metric("walrelay_confirmed_lsn"); got < float64(slotLSN) {
 		t.Errorf("walrelay_confirmed_lsn %v is behind the slot's %s", got, slotLSN)
 	}
-	waitFor(t, 30*time.Second, "the slot's wal_status to be polled", func() bool {
+	harness.WaitFor(t, 30*time.Second, "the slot's wal_status to be polled", func() bool {
 		v, ok := relay.MetricOK(`walrelay_slot_wal_status{status="reserved"}`)
 		return ok && v == 1
 	})

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/walrelay/walrelay/test/harness"
 	"strings"
 	"testing"
 	"time"
@@ -19,30 +20,30 @@ import (
 func TestCommittedOutboxRowsExactlyOnceInCommitOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	w := &workload{Writers: 4, Events: 10000, Aggregates: 100, MaxTxRows: 20, Rollback: 0.1, Business: 0.3}
-	w.prepare(t, e)
+	w := &harness.Workload{Writers: 4, Events: 10000, Aggregates: 100, MaxTxRows: 20, Rollback: 0.1, Business: 0.3}
+	w.Prepare(t, e.Env)
 	c := e.collect(t)
 	relay := e.startRelay(t)
 	relay.WaitStreaming()
 
 	start := time.Now()
-	if err := w.run(context.Background(), t, e); err != nil {
+	if err := w.Run(context.Background(), e.Env); err != nil {
 		t.Fatalf("writers: %v", err)
 	}
 	written := time.Since(start)
-	rows := e.committedRows(t)
+	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
 	all := time.Since(start)
 	recs := c.Settle(2 * time.Second)
-	v := checkRecords(t, e, recs, rows, w.rolledBack, 3, false)
-	if len(w.rolledBack) == 0 {
+	v := checkRecords(t, e, recs, rows, w.RolledBack(), 3, false)
+	if len(w.RolledBack()) == 0 {
 		t.Errorf("the workload rolled nothing back; the test proves less than it claims")
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
 	t.Logf("FIGURES events=%d rolled_back=%d records=%d duplicates=%d writers_done=%s all_in_kafka=%s events_per_s=%.0f peak_rss_mb=%.1f",
-		len(rows), len(w.rolledBack), len(recs), v.Duplicates, written.Round(time.Millisecond), all.Round(time.Millisecond),
+		len(rows), len(w.RolledBack()), len(recs), v.Duplicates, written.Round(time.Millisecond), all.Round(time.Millisecond),
 		float64(len(rows))/all.Seconds(), relay.PeakRSSMB())
 }
 
@@ -51,33 +52,33 @@ func TestCommittedOutboxRowsExactlyOnceInCommitOrder(t *testing.T) {
 func TestKafkaDownHoldsTheSlot(t *testing.T) {
 	testbed.Disrupt(t)
 	e := newEnv(t)
-	w := &workload{Writers: 1, Events: 200, Aggregates: 10, MaxTxRows: 5}
-	w.prepare(t, e)
+	w := &harness.Workload{Writers: 1, Events: 200, Aggregates: 10, MaxTxRows: 5}
+	w.Prepare(t, e.Env)
 	wit := e.witness(t)
 	c := e.collect(t)
 	relay := e.startRelay(t)
 	relay.WaitStreaming()
-	if err := w.run(context.Background(), t, e); err != nil {
+	if err := w.Run(context.Background(), e.Env); err != nil {
 		t.Fatal(err)
 	}
-	c.WaitFor(int(w.committed.Load()), time.Minute)
+	c.WaitFor(int(w.Committed()), time.Minute)
 
-	e.bed.StopKafka(t)
+	e.Bed.StopKafka(t)
 	kafkaUp := false
 	defer func() {
 		if !kafkaUp {
-			e.bed.StartKafka(t)
+			e.Bed.StartKafka(t)
 		}
 	}()
 	// One transaction while Kafka is down.
 	xid := e.txXid(t, func(tx pgx.Tx) {
 		for i := 0; i < 50; i++ {
-			if _, err := tx.Exec(context.Background(), `INSERT INTO outbox VALUES ($1, $2, 'agg-down', 'OrderCreated', jsonb_build_object('seq', $3::int))`, newUUID(), e.aggType(0), i+1); err != nil {
+			if _, err := tx.Exec(context.Background(), `INSERT INTO outbox VALUES ($1, $2, 'agg-down', 'OrderCreated', jsonb_build_object('seq', $3::int))`, harness.NewUUID(), e.AggType(0), i+1); err != nil {
 				t.Fatal(err)
 			}
 		}
 	})
-	after := e.bed.CurrentWALLSN(t, e.dsn)
+	after := e.Bed.CurrentWALLSN(t, e.DSN)
 	// Several status intervals pass with the records unacknowledged.
 	for i := 0; i < 8; i++ {
 		time.Sleep(time.Second)
@@ -89,12 +90,12 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 			t.Fatalf("walrelay exited while Kafka was down")
 		}
 	}
-	e.bed.StartKafka(t)
+	e.Bed.StartKafka(t)
 	kafkaUp = true
-	rows := e.committedRows(t)
+	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
-	waitFor(t, time.Minute, "confirmed_flush_lsn to pass the transaction once Kafka is back", func() bool {
-		return e.bed.Slot(t, e.dsn, e.slot).ConfirmedFlushLSN >= after
+	harness.WaitFor(t, time.Minute, "confirmed_flush_lsn to pass the transaction once Kafka is back", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
 	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 3, true)
 	if code := relay.Stop(time.Minute); code != 0 {
@@ -107,21 +108,21 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 func TestGracefulStopLosesAndDuplicatesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	w := &workload{Writers: 2, Events: 6000, Aggregates: 50, MaxTxRows: 10, Rollback: 0.05, Pause: time.Millisecond}
-	w.prepare(t, e)
+	w := &harness.Workload{Writers: 2, Events: 6000, Aggregates: 50, MaxTxRows: 10, Rollback: 0.05, Pause: time.Millisecond}
+	w.Prepare(t, e.Env)
 	c := e.collect(t)
 	relay := e.startRelay(t)
 	relay.WaitStreaming()
 
 	done := make(chan error, 1)
-	go func() { done <- w.run(context.Background(), t, e) }()
+	go func() { done <- w.Run(context.Background(), e.Env) }()
 	stops := 0
 	for i := 0; i < 3; i++ {
 		// Stop while the writers are at work (a quarter further each time),
 		// then start again.
 		relay.WaitStreaming()
 		quarter := int64((i + 1) * w.Events / 4)
-		waitFor(t, time.Minute, "the writers to progress", func() bool { return w.committed.Load() >= quarter })
+		harness.WaitFor(t, time.Minute, "the writers to progress", func() bool { return w.Committed() >= quarter })
 		if code := relay.Stop(time.Minute); code != 0 {
 			t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
 		}
@@ -134,9 +135,9 @@ func TestGracefulStopLosesAndDuplicatesNothing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	rows := e.committedRows(t)
+	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
-	v := checkRecords(t, e, c.Settle(3*time.Second), rows, w.rolledBack, 3, false)
+	v := checkRecords(t, e, c.Settle(3*time.Second), rows, w.RolledBack(), 3, false)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
@@ -154,9 +155,9 @@ func TestIdleOutboxDoesNotPinWAL(t *testing.T) {
 	relay.WaitStreaming()
 
 	ctx := context.Background()
-	conn := connect(t, e.dsn)
+	conn := harness.Connect(t, e.DSN)
 	defer conn.Close(ctx)
-	startLSN := e.bed.CurrentWALLSN(t, e.dsn)
+	startLSN := e.Bed.CurrentWALLSN(t, e.DSN)
 	var maxLag uint64
 	deadline := time.Now().Add(20 * time.Second)
 	nextSample := time.Now()
@@ -171,7 +172,7 @@ func TestIdleOutboxDoesNotPinWAL(t *testing.T) {
 			nextSample = time.Now().Add(500 * time.Millisecond)
 		}
 	}
-	walWritten := uint64(e.bed.CurrentWALLSN(t, e.dsn) - startLSN)
+	walWritten := uint64(e.Bed.CurrentWALLSN(t, e.DSN) - startLSN)
 	if walWritten < 32<<20 {
 		t.Fatalf("only %d bytes of WAL written; the test needs more to mean anything", walWritten)
 	}
@@ -200,29 +201,29 @@ func TestIdleOutboxDoesNotPinWAL(t *testing.T) {
 func TestHugeTransactionAndLargePayload(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	db := e.dsn[strings.LastIndex(e.dsn, "/")+1:]
+	db := e.DSN[strings.LastIndex(e.DSN, "/")+1:]
 	if i := strings.IndexByte(db, '?'); i >= 0 {
 		db = db[:i]
 	}
 	// The walsender reads this at connection start: the transaction is far
 	// larger than its decoding memory and must spill.
-	e.bed.Exec(t, e.dsn, fmt.Sprintf(`ALTER DATABASE %q SET logical_decoding_work_mem = '64kB'`, db))
+	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`ALTER DATABASE %q SET logical_decoding_work_mem = '64kB'`, db))
 	c := e.collect(t)
 	relay := e.startRelay(t, "--kafka-max-message-bytes", "16777216")
 	relay.WaitStreaming()
 
 	const n = 100000
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 97), 'OrderCreated',
-		jsonb_build_object('seq', 1 + i / 97, 'pad', repeat('p', 100)) FROM generate_series(0, $2 - 1) i`, e.aggType(0), n)
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 97), 'OrderCreated',
+		jsonb_build_object('seq', 1 + i / 97, 'pad', repeat('p', 100)) FROM generate_series(0, $2 - 1) i`, e.AggType(0), n)
 	// A 1 MB jsonb payload in a transaction of its own.
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES (gen_random_uuid(), $1, 'agg-big', 'Big', jsonb_build_object('blob', repeat('b', 1000000)))`, e.aggType(1))
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES (gen_random_uuid(), $1, 'agg-big', 'Big', jsonb_build_object('blob', repeat('b', 1000000)))`, e.AggType(1))
 
-	rows := e.committedRows(t)
+	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 3*time.Minute)
 	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 3, false)
 
 	var spilled int64
-	if err := e.bed.QueryRow(t, e.dsn, `SELECT coalesce(sum(spill_txns), 0) FROM pg_stat_replication_slots WHERE slot_name = $1`, e.slot).Scan(&spilled); err != nil {
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT coalesce(sum(spill_txns), 0) FROM pg_stat_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&spilled); err != nil {
 		t.Fatal(err)
 	}
 	if spilled == 0 {
@@ -237,21 +238,10 @@ func TestHugeTransactionAndLargePayload(t *testing.T) {
 func slotLag(t *testing.T, e *env) uint64 {
 	t.Helper()
 	var lag int64
-	if err := e.bed.QueryRow(t, e.dsn, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&lag); err != nil {
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&lag); err != nil {
 		t.Fatal(err)
 	}
 	return uint64(max(lag, 0))
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // TestBacklogOlderThanTheDeliveryTimeout: records carry their commit time;
@@ -268,11 +258,11 @@ func TestBacklogOlderThanTheDeliveryTimeout(t *testing.T) {
 	}
 	// The topic exists, so that its creation does not count against the
 	// short timeout below.
-	e.bed.CreateTopic(t, "outbox.event."+e.aggType(0), 3)
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 7), 'T', jsonb_build_object('seq', 1 + i / 7) FROM generate_series(0, 499) i`, e.aggType(0))
+	e.Bed.CreateTopic(t, "outbox.event."+e.AggType(0), 3)
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 7), 'T', jsonb_build_object('seq', 1 + i / 7) FROM generate_series(0, 499) i`, e.AggType(0))
 	time.Sleep(6 * time.Second) // older than the delivery timeout below
 	relay = e.startRelay(t, "--kafka-delivery-timeout", "5s")
-	rows := e.committedRows(t)
+	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), time.Minute)
 	checkRecords(t, e, c.Settle(time.Second), rows, nil, 3, false)
 	if strings.Contains(relay.Log(), "restarting") {

@@ -23,7 +23,7 @@ import (
 // the transactions it is asked about.
 func (e *env) witness(t *testing.T) *harness.Witness {
 	t.Helper()
-	return harness.NewWitness(t, &harness.Env{Bed: e.bed, DSN: e.dsn})
+	return harness.NewWitness(t, &harness.Env{Bed: e.Bed, DSN: e.DSN})
 }
 
 // execXid runs sql in a transaction of its own and returns its xid.
@@ -40,7 +40,7 @@ func (e *env) execXid(t *testing.T, sql string, args ...any) uint32 {
 func (e *env) txXid(t *testing.T, do func(pgx.Tx)) uint32 {
 	t.Helper()
 	ctx := context.Background()
-	conn := connect(t, e.dsn)
+	conn := harness.Connect(t, e.DSN)
 	defer conn.Close(ctx)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -73,7 +73,7 @@ func (e *env) checkPending(t *testing.T, wit *harness.Witness, xid uint32, what 
 	if !ok {
 		t.Fatalf("the witness saw no commit of %s (xid %d)", what, xid)
 	}
-	if s := e.bed.Slot(t, e.dsn, e.slot); s.ConfirmedFlushLSN >= end {
+	if s := e.Bed.Slot(t, e.DSN, e.Slot); s.ConfirmedFlushLSN >= end {
 		t.Errorf("confirmed_flush_lsn %s is past %s (xid %d, commit record ends at %s): PostgreSQL would not send it again", s.ConfirmedFlushLSN, what, xid, end)
 	}
 }

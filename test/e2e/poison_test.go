@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/walrelay/walrelay/test/harness"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,12 @@ CREATE TABLE outbox (id text, aggregatetype text, aggregateid text, type text, p
 func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.bed.Exec(t, e.dsn, looseOutbox)
-	dlq := e.prefix + ".dlq"
-	good := e.aggType(0)
-	strict := e.prefix + "_strict"
+	e.Bed.Exec(t, e.DSN, looseOutbox)
+	dlq := e.Prefix + ".dlq"
+	good := e.AggType(0)
+	strict := e.Prefix + "_strict"
 	// A topic whose broker rejects every record's timestamp as too old.
-	e.bed.CreateTopic(t, "outbox.event."+strict, 1)
+	e.Bed.CreateTopic(t, "outbox.event."+strict, 1)
 	adm := kadm.NewClient(mustClient(t, e))
 	if _, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "message.timestamp.before.max.ms", Value: ptr("0")}}, "outbox.event."+strict); err != nil {
 		t.Fatalf("alter topic config: %v", err)
@@ -46,25 +47,25 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	seq := 0
 	goodRow := func() row {
 		seq++
-		return row{id: s(newUUID()), aggType: s(good), key: s("agg-1"), payload: s(fmt.Sprintf(`{"seq": %d}`, seq))}
+		return row{id: s(harness.NewUUID()), aggType: s(good), key: s("agg-1"), payload: s(fmt.Sprintf(`{"seq": %d}`, seq))}
 	}
 	rows := []row{
 		goodRow(),
-		{id: s(newUUID()), aggType: s(good), key: nil, payload: s(`{"case": "null key"}`), class: "null_key"},
+		{id: s(harness.NewUUID()), aggType: s(good), key: nil, payload: s(`{"case": "null key"}`), class: "null_key"},
 		goodRow(),
-		{id: s(newUUID()), aggType: s(good), key: s(""), payload: s(`{"case": "empty key"}`), class: "empty_key"},
+		{id: s(harness.NewUUID()), aggType: s(good), key: s(""), payload: s(`{"case": "empty key"}`), class: "empty_key"},
 		goodRow(),
 		{id: nil, aggType: s(good), key: s("agg-1"), payload: s(`{"case": "null id"}`), class: "null_id"},
 		goodRow(),
-		{id: s(newUUID()), aggType: s("bad name!"), key: s("agg-1"), payload: s(`{"case": "invalid topic"}`), class: "invalid_topic"},
+		{id: s(harness.NewUUID()), aggType: s("bad name!"), key: s("agg-1"), payload: s(`{"case": "invalid topic"}`), class: "invalid_topic"},
 		goodRow(),
-		{id: s(newUUID()), aggType: s(good), key: s("agg-1"), payload: s(`{"big": "` + strings.Repeat("x", 300000) + `"}`), class: "too_large"},
+		{id: s(harness.NewUUID()), aggType: s(good), key: s("agg-1"), payload: s(`{"big": "` + strings.Repeat("x", 300000) + `"}`), class: "too_large"},
 		goodRow(),
-		{id: s(newUUID()), aggType: s(strict), key: s("agg-1"), payload: s(`{"case": "rejected"}`), class: "rejected_by_broker"},
+		{id: s(harness.NewUUID()), aggType: s(strict), key: s("agg-1"), payload: s(`{"case": "rejected"}`), class: "rejected_by_broker"},
 		goodRow(),
 	}
 	ctx := context.Background()
-	conn := connect(t, e.dsn)
+	conn := harness.Connect(t, e.DSN)
 	defer conn.Close(ctx)
 	for i, r := range rows {
 		// Every other row shares a transaction with the next one.
@@ -72,7 +73,7 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 			t.Fatalf("row %d: %v", i, err)
 		}
 	}
-	after := e.bed.CurrentWALLSN(t, e.dsn)
+	after := e.Bed.CurrentWALLSN(t, e.DSN)
 	poison := 0
 	for _, r := range rows {
 		if r.class != "" {
@@ -81,8 +82,8 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	}
 	recs := c.WaitFor(seq, time.Minute)
 	dead := dc.WaitFor(poison, time.Minute)
-	waitFor(t, 30*time.Second, "the slot to move past the poison events", func() bool {
-		return e.bed.Slot(t, e.dsn, e.slot).ConfirmedFlushLSN >= after
+	harness.WaitFor(t, 30*time.Second, "the slot to move past the poison events", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
 
 	// The good events, in order, none missing.
@@ -103,7 +104,7 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	// Each poison event once in the dead-letter topic, with its headers.
 	byClass := map[string]*kgo.Record{}
 	for _, r := range dead {
-		cls, _ := header(r, "walrelay.error.class")
+		cls, _ := harness.Header(r, "walrelay.error.class")
 		if byClass[cls] != nil {
 			t.Errorf("two dead-letter records of class %s", cls)
 		}
@@ -119,31 +120,31 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 			continue
 		}
 		for _, h := range []string{"walrelay.error.message", "walrelay.source.table", "walrelay.commit.lsn", "walrelay.xid"} {
-			if v, ok := header(d, h); !ok || v == "" {
+			if v, ok := harness.Header(d, h); !ok || v == "" {
 				t.Errorf("class %s: header %s missing", r.class, h)
 			}
 		}
-		if tbl, _ := header(d, "walrelay.source.table"); tbl != "public.outbox" {
+		if tbl, _ := harness.Header(d, "walrelay.source.table"); tbl != "public.outbox" {
 			t.Errorf("class %s: source table %q", r.class, tbl)
 		}
 		if r.id != nil {
-			if id, _ := header(d, "walrelay.event.id"); id != *r.id {
+			if id, _ := harness.Header(d, "walrelay.event.id"); id != *r.id {
 				t.Errorf("class %s: event id header %q, want %q", r.class, id, *r.id)
 			}
 		}
 		switch r.class {
 		case "too_large":
-			if col, _ := header(d, "walrelay.dropped.column"); col != "payload" {
+			if col, _ := harness.Header(d, "walrelay.dropped.column"); col != "payload" {
 				t.Errorf("too_large: dropped column %q, want payload", col)
 			}
-			if n, _ := header(d, "walrelay.dropped.bytes"); n == "" || n == "0" {
+			if n, _ := harness.Header(d, "walrelay.dropped.bytes"); n == "" || n == "0" {
 				t.Errorf("too_large: dropped bytes %q", n)
 			}
 			if len(d.Value) > 10000 || !strings.Contains(string(d.Value), `"aggregateid":"agg-1"`) {
 				t.Errorf("too_large: value should be the row without its payload, got %d bytes", len(d.Value))
 			}
 		case "rejected_by_broker":
-			if ot, _ := header(d, "walrelay.original.topic"); ot != "outbox.event."+strict {
+			if ot, _ := harness.Header(d, "walrelay.original.topic"); ot != "outbox.event."+strict {
 				t.Errorf("rejected: original topic %q", ot)
 			}
 		default:
@@ -168,16 +169,16 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 func TestHaltOnPoison(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.bed.Exec(t, e.dsn, looseOutbox)
+	e.Bed.Exec(t, e.DSN, looseOutbox)
 	wit := e.witness(t)
 	c := e.collect(t)
 	relay := e.startRelay(t, "--on-poison", "halt")
 	relay.WaitStreaming()
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, newUUID(), e.aggType(0))
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
-	poisonID := newUUID()
-	poison := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, poisonID, e.aggType(0))
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, newUUID(), e.aggType(0))
+	poisonID := harness.NewUUID()
+	poison := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, poisonID, e.AggType(0))
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, harness.NewUUID(), e.AggType(0))
 	code := relay.Wait(time.Minute)
 	if code != 1 {
 		t.Errorf("exit code %d, want 1", code)
@@ -193,14 +194,14 @@ func TestHaltOnPoison(t *testing.T) {
 
 	// Nothing was lost: the next run gets the poison event and the event
 	// after it from the slot.
-	dlq := e.prefix + ".dlq"
+	dlq := e.Prefix + ".dlq"
 	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
 	relay = e.startRelay(t, "--on-poison", "dead-letter", "--dlq-topic", dlq)
 	dead := dc.WaitFor(1, time.Minute)
-	if id, _ := header(dead[0], "walrelay.event.id"); id != poisonID {
+	if id, _ := harness.Header(dead[0], "walrelay.event.id"); id != poisonID {
 		t.Errorf("dead-letter record for event %q, want the poison event %s", id, poisonID)
 	}
-	waitFor(t, time.Minute, "the event after the poison event", func() bool {
+	harness.WaitFor(t, time.Minute, "the event after the poison event", func() bool {
 		for _, r := range c.Records() {
 			if string(r.Value) == `{"seq": 2}` {
 				return true
@@ -218,23 +219,23 @@ func TestHaltOnPoison(t *testing.T) {
 func TestNonInsertChangesAreIgnored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.bed.Exec(t, e.dsn, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert, update, delete, truncate')`, e.pub))
+	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert, update, delete, truncate')`, e.Pub))
 	c := e.collect(t)
 	relay := e.startRelay(t)
 	relay.WaitStreaming()
-	id1, id2 := newUUID(), newUUID()
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $3, 'agg-1', 'T', '{"n": 1}'), ($2, $3, 'agg-1', 'T', '{"n": 2}')`, id1, id2, e.aggType(0))
-	e.bed.Exec(t, e.dsn, `UPDATE outbox SET payload = '{"n": 3}' WHERE id = $1`, id1)
-	e.bed.Exec(t, e.dsn, `DELETE FROM outbox WHERE id = $1`, id2)
-	e.bed.Exec(t, e.dsn, `TRUNCATE outbox`)
-	last := newUUID()
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 4}')`, last, e.aggType(0))
+	id1, id2 := harness.NewUUID(), harness.NewUUID()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $3, 'agg-1', 'T', '{"n": 1}'), ($2, $3, 'agg-1', 'T', '{"n": 2}')`, id1, id2, e.AggType(0))
+	e.Bed.Exec(t, e.DSN, `UPDATE outbox SET payload = '{"n": 3}' WHERE id = $1`, id1)
+	e.Bed.Exec(t, e.DSN, `DELETE FROM outbox WHERE id = $1`, id2)
+	e.Bed.Exec(t, e.DSN, `TRUNCATE outbox`)
+	last := harness.NewUUID()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 4}')`, last, e.AggType(0))
 	recs := c.WaitFor(3, time.Minute)
 	time.Sleep(time.Second)
 	recs = c.Records()
 	var ids []string
 	for _, r := range recs {
-		id, _ := header(r, "id")
+		id, _ := harness.Header(r, "id")
 		ids = append(ids, id)
 	}
 	if want := []string{id1, id2, last}; fmt.Sprint(ids) != fmt.Sprint(want) {
@@ -254,24 +255,24 @@ func TestNonInsertChangesAreIgnored(t *testing.T) {
 func TestSchemaChangesWhileStreaming(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	dlq := e.prefix + ".dlq"
+	dlq := e.Prefix + ".dlq"
 	c := e.collect(t)
 	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
 	relay := e.startRelay(t, "--dlq-topic", dlq)
 	relay.WaitStreaming()
 	ins := func(n int) {
-		e.bed.Exec(t, e.dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'agg-1', 'T', jsonb_build_object('n', $3::int))`, newUUID(), e.aggType(0), n)
+		e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'agg-1', 'T', jsonb_build_object('n', $3::int))`, harness.NewUUID(), e.AggType(0), n)
 	}
 	ins(1)
-	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox ADD COLUMN extra text DEFAULT 'x'`)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN extra text DEFAULT 'x'`)
 	ins(2)
-	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox DROP COLUMN extra`)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox DROP COLUMN extra`)
 	ins(3)
-	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox ALTER COLUMN type TYPE varchar(100)`)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN type TYPE varchar(100)`)
 	ins(4)
-	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox RENAME COLUMN aggregateid TO aggregate_id`)
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox (id, aggregatetype, aggregate_id, type, payload) VALUES ($1, $2, 'agg-1', 'T', '{"n": 5}')`, newUUID(), e.aggType(0))
-	e.bed.Exec(t, e.dsn, `ALTER TABLE outbox RENAME COLUMN aggregate_id TO aggregateid`)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox RENAME COLUMN aggregateid TO aggregate_id`)
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregate_id, type, payload) VALUES ($1, $2, 'agg-1', 'T', '{"n": 5}')`, harness.NewUUID(), e.AggType(0))
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox RENAME COLUMN aggregate_id TO aggregateid`)
 	ins(6)
 	recs := c.WaitFor(5, time.Minute)
 	dead := dc.WaitFor(1, time.Minute)
@@ -282,7 +283,7 @@ func TestSchemaChangesWhileStreaming(t *testing.T) {
 	if want := []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`, `{"n": 4}`, `{"n": 6}`}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("records %q, want %q", got, want)
 	}
-	if msg, _ := header(dead[0], "walrelay.error.message"); !strings.Contains(msg, `"aggregateid"`) {
+	if msg, _ := harness.Header(dead[0], "walrelay.error.message"); !strings.Contains(msg, `"aggregateid"`) {
 		t.Errorf("dead-letter message %q does not name the missing column", msg)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
@@ -292,7 +293,7 @@ func TestSchemaChangesWhileStreaming(t *testing.T) {
 
 func mustClient(t *testing.T, e *env) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.bed.Brokers()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...))
 	if err != nil {
 		t.Fatal(err)
 	}

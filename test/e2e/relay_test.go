@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,50 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/testbed"
 )
 
-// outboxDDL is the outbox table of DESIGN.md, plus a business table and a
-// per-aggregate sequence whose row lock orders an aggregate's events by
-// commit.
-const outboxDDL = `
-CREATE TABLE outbox (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb
-);
-CREATE TABLE orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL, note text);
-CREATE TABLE agg_seq (id text PRIMARY KEY, seq bigint NOT NULL DEFAULT 0);`
-
-func uniq() string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func newUUID() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b)
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-// env is one test's database, slot, publication and aggregate-type prefix.
+// env is one test's database, slot, publication and aggregate-type prefix
+// (harness.Env), and how to reach servers other than the bed's.
 type env struct {
-	bed    *testbed.Bed
-	dsn    string
-	slot   string
-	pub    string
-	prefix string // aggregate types start with it, so topics are the test's own
+	*harness.Env
 
 	// Set for servers other than the bed's plaintext ones: the brokers
 	// walrelay and the collector use (default: the bed's), the file walrelay
@@ -73,20 +37,17 @@ func (e *env) kafkaBrokers() []string {
 	if len(e.brokers) > 0 {
 		return e.brokers
 	}
-	return e.bed.Brokers()
+	return e.Bed.Brokers()
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	b := testbed.Get(t)
-	e := &env{bed: b, dsn: b.NewDatabase(t), slot: "s_" + uniq(), pub: "p_" + uniq(), prefix: "t" + uniq()}
-	b.Exec(t, e.dsn, outboxDDL)
-	return e
+	return &env{Env: harness.NewEnv(t, relayBin)}
 }
 
 // topicRE matches every topic this test's records go to.
 func (e *env) topicRE() string {
-	return `^outbox\.event\.` + regexp.QuoteMeta(e.prefix)
+	return `^outbox\.event\.` + regexp.QuoteMeta(e.Prefix)
 }
 
 type relayProc struct {
@@ -106,22 +67,11 @@ func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
 // process's environment.
 func (e *env) startRelayEnv(t *testing.T, environ []string, args ...string) *relayProc {
 	t.Helper()
-	pgURL := []string{"--pg-url", e.dsn}
+	pgURL := []string{"--pg-url", e.DSN}
 	if e.pgURLFile != "" {
 		pgURL = []string{"--pg-url-file", e.pgURLFile}
 	}
-	all := append([]string{"run"}, pgURL...)
-	all = append(all,
-		"--brokers", strings.Join(e.kafkaBrokers(), ","),
-		"--slot", e.slot,
-		"--publication", e.pub,
-		"--header-columns", "type:eventType",
-		"--status-interval", "1s",
-		"--topic-partitions", "3",
-		"--log-level", "info",
-		"--http-addr", "127.0.0.1:0",
-	)
-	all = append(all, args...)
+	all := append(e.RunArgs(pgURL, e.kafkaBrokers()), args...)
 	p := &relayProc{Relay: harness.StartProcess(t, relayBin, environ, all), t: t, env: e}
 	t.Cleanup(func() {
 		if t.Failed() && !p.Exited() {
@@ -332,39 +282,21 @@ func javaPartition(key []byte, partitions int) int32 {
 	return (murmur2(key) & 0x7fffffff) % int32(partitions)
 }
 
-func header(r *kgo.Record, key string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
-func connect(t *testing.T, dsn string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
 // WaitStreaming waits until this process holds the slot: from then on every
 // commit is in the slot and reaches Kafka.
 func (p *relayProc) WaitStreaming() {
 	p.t.Helper()
-	waitFor(p.t, time.Minute, "walrelay to stream the slot", func() bool {
+	harness.WaitFor(p.t, time.Minute, "walrelay to stream the slot", func() bool {
 		if p.Exited() {
 			p.t.Fatalf("walrelay exited before streaming")
 		}
 		// N.B. the backend creating the slot holds it too, until the slot
 		// reaches its consistent point; only a walsender means streaming.
 		var n int
-		if err := p.env.bed.QueryRow(p.t, p.env.dsn, `SELECT count(*) FROM pg_replication_slots r
+		if err := p.env.Bed.QueryRow(p.t, p.env.DSN, `SELECT count(*) FROM pg_replication_slots r
 			JOIN pg_stat_activity a ON a.pid = r.active_pid
-			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, p.env.slot).Scan(&n); err != nil {
-			p.t.Fatalf("read the walsender of slot %s: %v", p.env.slot, err)
+			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, p.env.Slot).Scan(&n); err != nil {
+			p.t.Fatalf("read the walsender of slot %s: %v", p.env.Slot, err)
 		}
 		return n == 1
 	})

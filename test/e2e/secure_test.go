@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/walrelay/walrelay/test/harness"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -69,18 +70,18 @@ func startSecureServers(t *testing.T) *secureServers {
 		certFile:        writeFile(t, dir, "client.pem", certPEM),
 		keyFile:         writeFile(t, dir, "client-key.pem", keyPEM),
 		kafkaUser:       "walrelay",
-		kafkaPassword:   "kafka-pw-" + uniq() + uniq(),
+		kafkaPassword:   "kafka-pw-" + harness.Uniq() + harness.Uniq(),
 		pgRole:          "walrelay",
-		pgPassword:      "pg-pw-" + uniq() + uniq(),
-		pgSuperPassword: "pg-super-pw-" + uniq() + uniq(),
+		pgPassword:      "pg-pw-" + harness.Uniq() + harness.Uniq(),
+		pgSuperPassword: "pg-super-pw-" + harness.Uniq() + harness.Uniq(),
 	}
 	s.secrets = map[string]string{
 		"Kafka SASL password":            s.kafkaPassword,
 		"PostgreSQL password":            s.pgPassword,
 		"PostgreSQL superuser password":  s.pgSuperPassword,
-		"wrong Kafka SASL password":      "wrong-kafka-pw-" + uniq(),
-		"wrong PostgreSQL password":      "wrong-pg-pw-" + uniq(),
-		"Kafka password of another user": "reader-pw-" + uniq(),
+		"wrong Kafka SASL password":      "wrong-kafka-pw-" + harness.Uniq(),
+		"wrong PostgreSQL password":      "wrong-pg-pw-" + harness.Uniq(),
+		"Kafka password of another user": "reader-pw-" + harness.Uniq(),
 	}
 	if s.clientCert, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		t.Fatal(err)
@@ -129,16 +130,15 @@ func (s *secureServers) kafkaOpts(m sasl.Mechanism, cert bool) []kgo.Opt {
 func (s *secureServers) newEnv(t *testing.T) *env {
 	t.Helper()
 	b := s.bed
-	e := &env{bed: b, dsn: b.NewDatabase(t), slot: "s_" + uniq(), pub: "p_" + uniq(), prefix: "t" + uniq(), brokers: b.SecureBrokers()}
+	e := &env{Env: harness.NewEnvOn(t, b, relayBin), brokers: b.SecureBrokers()}
 	e.kafkaOpts = s.kafkaOpts(scram.Auth{User: s.kafkaUser, Pass: s.kafkaPassword}.AsSha512Mechanism(), true)
-	b.Exec(t, e.dsn, outboxDDL)
-	u, err := url.Parse(e.dsn)
+	u, err := url.Parse(e.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// N.B. the role owns the outbox and may create in the database, so that
 	// walrelay can create the publication; it is no superuser.
-	b.Exec(t, e.dsn, fmt.Sprintf(`ALTER TABLE outbox OWNER TO %s; GRANT CREATE ON DATABASE %s TO %s`,
+	b.Exec(t, e.DSN, fmt.Sprintf(`ALTER TABLE outbox OWNER TO %s; GRANT CREATE ON DATABASE %s TO %s`,
 		s.pgRole, pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize(), s.pgRole))
 	e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(s.roleDSN(t, e, s.pgPassword)+"\n"))
 	return e
@@ -148,7 +148,7 @@ func (s *secureServers) newEnv(t *testing.T) *env {
 // server's certificate, sslmode=verify-full and sslrootcert.
 func (s *secureServers) roleDSN(t *testing.T, e *env, password string) string {
 	t.Helper()
-	dsn := withUser(t, e.dsn, s.pgRole, password)
+	dsn := withUser(t, e.DSN, s.pgRole, password)
 	if !strings.Contains(dsn, "sslmode=verify-full") || !strings.Contains(dsn, "sslrootcert=") || !strings.Contains(dsn, "@"+testbed.PGCertHost+":") {
 		t.Fatalf("the secure bed's DSN does not use verify-full with a root certificate at %s", testbed.PGCertHost)
 	}
@@ -159,7 +159,7 @@ func (s *secureServers) roleDSN(t *testing.T, e *env, password string) string {
 // other than Kafka's security.
 func (e *env) commandArgs(cmd string) []string {
 	return []string{cmd, "--pg-url-file", e.pgURLFile, "--brokers", strings.Join(e.kafkaBrokers(), ","),
-		"--slot", e.slot, "--publication", e.pub, "--header-columns", "type:eventType"}
+		"--slot", e.Slot, "--publication", e.Pub, "--header-columns", "type:eventType"}
 }
 
 // kafkaArgs are walrelay's flags for the SASL_SSL listener.
@@ -306,8 +306,8 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 // committed row arrives once, in order, byte-exact.
 func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string) {
 	t.Helper()
-	w := &workload{Writers: 2, Events: 300, Aggregates: 10, MaxTxRows: 5, Rollback: 0.1}
-	w.prepare(t, e)
+	w := &harness.Workload{Writers: 2, Events: 300, Aggregates: 10, MaxTxRows: 5, Rollback: 0.1}
+	w.Prepare(t, e.Env)
 	c := e.collect(t)
 	relay := e.startRelayEnv(t, environ, args...)
 	relay.WaitStreaming()
@@ -317,12 +317,12 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 	// slot holds it; wait for the walsender.
 	var user, version string
 	var ssl bool
-	waitFor(t, time.Minute, "a walsender to hold slot "+e.slot, func() bool {
-		err := e.bed.QueryRow(t, e.dsn, `SELECT a.usename, s.ssl, coalesce(s.version, '')
+	harness.WaitFor(t, time.Minute, "a walsender to hold slot "+e.Slot, func() bool {
+		err := e.Bed.QueryRow(t, e.DSN, `SELECT a.usename, s.ssl, coalesce(s.version, '')
 			FROM pg_replication_slots r JOIN pg_stat_activity a ON a.pid = r.active_pid JOIN pg_stat_ssl s ON s.pid = a.pid
-			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, e.slot).Scan(&user, &ssl, &version)
+			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, e.Slot).Scan(&user, &ssl, &version)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatalf("read the walsender of slot %s: %v", e.slot, err)
+			t.Fatalf("read the walsender of slot %s: %v", e.Slot, err)
 		}
 		return err == nil
 	})
@@ -330,12 +330,12 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 		t.Errorf("the slot's walsender runs as %q with ssl=%v, want %q over TLS", user, ssl, s.pgRole)
 	}
 
-	if err := w.run(context.Background(), t, e); err != nil {
+	if err := w.Run(context.Background(), e.Env); err != nil {
 		t.Fatalf("writers: %v", err)
 	}
-	rows := e.committedRows(t)
+	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
-	checkRecords(t, e, c.Settle(2*time.Second), rows, w.rolledBack, 3, false)
+	checkRecords(t, e, c.Settle(2*time.Second), rows, w.RolledBack(), 3, false)
 	code, body := relay.Get("/readyz")
 	if code != 200 {
 		t.Errorf("/readyz = %d %q, want 200", code, body)
@@ -376,7 +376,7 @@ func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []strin
 	// The error is in walrelay's own warning, at the default level, not
 	// only in the Kafka client's debug lines.
 	var logged string
-	waitFor(t, time.Minute, fmt.Sprintf("walrelay to log a restart with an error matching %q", want), func() bool {
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("walrelay to log a restart with an error matching %q", want), func() bool {
 		if relay.Exited() {
 			t.Fatalf("walrelay exited (%v) instead of retrying", relay.Err())
 		}
@@ -389,12 +389,12 @@ func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []strin
 		return false
 	})
 	metric := fmt.Sprintf(`walrelay_restarts_total{cause=%q}`, cause)
-	waitFor(t, time.Minute, metric+" to reach 2", func() bool {
+	harness.WaitFor(t, time.Minute, metric+" to reach 2", func() bool {
 		v, _ := relay.MetricOK(metric)
 		return v >= 2
 	})
-	before := e.bed.CurrentWALLSN(t, e.dsn)
-	e.bed.Exec(t, e.dsn, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, newUUID(), e.aggType(0))
+	before := e.Bed.CurrentWALLSN(t, e.DSN)
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
 	time.Sleep(time.Second)
 	if relay.Exited() {
 		t.Fatalf("walrelay exited (%v) instead of retrying", relay.Err())
@@ -411,8 +411,8 @@ func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []strin
 	}
 	// N.B. a refused Kafka leaves the slot created but never streamed; a
 	// refused PostgreSQL leaves no slot at all.
-	if slot := e.bed.Slot(t, e.dsn, e.slot); slot.Active || slot.ConfirmedFlushLSN > before {
-		t.Errorf("slot %s is active (pid %d) or confirmed %s past the insert at %s: walrelay streams", e.slot, slot.ActivePID, slot.ConfirmedFlushLSN, before)
+	if slot := e.Bed.Slot(t, e.DSN, e.Slot); slot.Active || slot.ConfirmedFlushLSN > before {
+		t.Errorf("slot %s is active (pid %d) or confirmed %s past the insert at %s: walrelay streams", e.Slot, slot.ActivePID, slot.ConfirmedFlushLSN, before)
 	}
 	_, metrics := relay.Get("/metrics")
 	if code := relay.Stop(time.Minute); code != 0 {

@@ -62,7 +62,12 @@ type Env struct {
 // NewEnv creates a database for the test with OutboxDDL in it.
 func NewEnv(t testing.TB, bin string) *Env {
 	t.Helper()
-	b := testbed.Get(t)
+	return NewEnvOn(t, testbed.Get(t), bin)
+}
+
+// NewEnvOn is NewEnv on the servers of b.
+func NewEnvOn(t testing.TB, b *testbed.Bed, bin string) *Env {
+	t.Helper()
 	e := &Env{Bed: b, Bin: bin, DSN: b.NewDatabase(t), Slot: "s_" + Uniq(), Pub: "p_" + Uniq(), Prefix: "t" + Uniq()}
 	b.Exec(t, e.DSN, OutboxDDL)
 	return e

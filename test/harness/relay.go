@@ -57,9 +57,19 @@ type Relay struct {
 // brokers.
 func (e *Env) StartRelay(t testing.TB, args ...string) *Relay {
 	t.Helper()
-	all := []string{"run",
-		"--pg-url", e.DSN,
-		"--brokers", strings.Join(e.Bed.Brokers(), ","),
+	all := append(e.RunArgs([]string{"--pg-url", e.DSN}, e.Bed.Brokers()), args...)
+	p := StartProcess(t, e.Bin, nil, all)
+	p.env = e
+	return p
+}
+
+// RunArgs is `walrelay run` on e's slot and publication with the tests'
+// defaults, connecting with pgURL (--pg-url DSN, or --pg-url-file FILE) to
+// brokers.
+func (e *Env) RunArgs(pgURL, brokers []string) []string {
+	all := append([]string{"run"}, pgURL...)
+	return append(all,
+		"--brokers", strings.Join(brokers, ","),
 		"--slot", e.Slot,
 		"--publication", e.Pub,
 		"--header-columns", "type:eventType",
@@ -68,11 +78,7 @@ func (e *Env) StartRelay(t testing.TB, args ...string) *Relay {
 		"--log-level", "info",
 		// N.B. loopback only, on a port of its own: relays run side by side.
 		"--http-addr", "127.0.0.1:0",
-	}
-	all = append(all, args...)
-	p := StartProcess(t, e.Bin, nil, all)
-	p.env = e
-	return p
+	)
 }
 
 // StartProcess runs bin with args and environ (NAME=value, added to this
