@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walrelay/walrelay/test/harness"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/test/harness"
 )
 
 // runOnce runs the binary to completion and returns its exit code and

@@ -3,13 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/walrelay/walrelay/test/harness"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 

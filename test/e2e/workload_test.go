@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
-	"github.com/walrelay/walrelay/test/harness"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/test/harness"
 )
 
 // verdict is what checkRecords found.

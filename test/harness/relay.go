@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,12 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/procstat"
 )
 
 // EnvRelayBin names a walrelay binary to test instead of building one.
@@ -147,31 +147,13 @@ func (p *Relay) sampleRSS() {
 		case <-p.done:
 			return
 		case <-tick.C:
-			if kb := ProcStatusKB(p.Pid(), "VmHWM"); kb > 0 {
+			if kb := procstat.StatusKB(p.Pid(), "VmHWM"); kb > 0 {
 				p.mu.Lock()
 				p.peakRSS = max(p.peakRSS, kb)
 				p.mu.Unlock()
 			}
 		}
 	}
-}
-
-// ProcStatusKB reads a kB field of /proc/PID/status, such as VmRSS or VmHWM
-// (the peak resident set size); 0 when it cannot.
-func ProcStatusKB(pid int, field string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // PeakRSSMB is the largest resident set seen, in MiB.

@@ -1,7 +1,6 @@
 package rig
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/procstat"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; it is
@@ -43,25 +44,8 @@ func CPUSeconds(pid int) float64 {
 	return float64(ut+st) / clockTicks
 }
 
-// statusKB reads a "Name:   N kB" line of /proc/PID/status.
-func statusKB(pid int, name string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 // PeakRSSKB is VmHWM, the process's peak resident set size in kB.
-func PeakRSSKB(pid int) int64 { return statusKB(pid, "VmHWM") }
+func PeakRSSKB(pid int) int64 { return procstat.StatusKB(pid, "VmHWM") }
 
 // ResetPeakRSS sets VmHWM back to the current RSS (clear_refs 5).
 func ResetPeakRSS(pid int) error {
