@@ -7,16 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -37,37 +33,6 @@ const outboxColumnsSQL = `SELECT coalesce(string_agg(column_name || ' ' || data_
 const outboxPrimaryKeySQL = `SELECT coalesce(string_agg(a.attname, ',' ORDER BY a.attnum), '')
 	FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
 	WHERE i.indrelid = 'public.outbox'::regclass AND i.indisprimary`
-
-// e2eOutboxDDL returns the outboxDDL constant of test/e2e: the table the
-// end-to-end tests run walrelay against.
-func e2eOutboxDDL(t testing.TB) string {
-	t.Helper()
-	file := filepath.Join(repoRoot, "test", "e2e", "relay_test.go")
-	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ddl string
-	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok {
-			return true
-		}
-		for i, name := range vs.Names {
-			if name.Name != "outboxDDL" || i >= len(vs.Values) {
-				continue
-			}
-			if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				ddl, _ = strconv.Unquote(lit.Value)
-			}
-		}
-		return true
-	})
-	if !strings.Contains(ddl, "CREATE TABLE outbox") {
-		t.Fatalf("%s: no string constant outboxDDL creating the outbox table; keep this test pointing at the DDL the end-to-end tests use", file)
-	}
-	return ddl
-}
 
 func outboxTable(t testing.TB, b *testbed.Bed, dsn string) (columns, pk string) {
 	t.Helper()
@@ -96,8 +61,9 @@ func TestInitSQLCreatesTheTestsOutbox(t *testing.T) {
 		t.Errorf("init.sql's outbox primary key is (%s), want (id)", pk)
 	}
 
+	// The outbox the end-to-end and fault tests run walrelay against.
 	e2e := b.NewDatabase(t)
-	b.Exec(t, e2e, e2eOutboxDDL(t))
+	b.Exec(t, e2e, harness.OutboxDDL)
 	e2eCols, e2ePK := outboxTable(t, b, e2e)
 	if cols != e2eCols || pk != e2ePK {
 		t.Errorf("init.sql's outbox differs from test/e2e's:\n  init.sql: %s (primary key %s)\n  test/e2e: %s (primary key %s)", cols, pk, e2eCols, e2ePK)
