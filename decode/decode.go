@@ -88,6 +88,11 @@ type Config struct {
 	// message.max.bytes); a larger event is a poison event (ErrTooLarge).
 	// Default 0: no limit here.
 	MaxRecordBytes int
+	// ResolvePartitions holds back each relation that is not an outbox
+	// until the caller says whether it is a partition of one (Unresolved,
+	// Resolve); a change to it before that is an error. Default false:
+	// such a relation is another table.
+	ResolvePartitions bool
 }
 
 // recordOverhead is a generous bound on what a record adds to its key,
@@ -226,6 +231,12 @@ type relation struct {
 	topicCols                 []int
 	topics                    map[string]string // rendered template values → validated topic
 	topicErrs                 map[string]error
+
+	// Set with Config.ResolvePartitions (see partition.go): pending until
+	// Resolve; partition names the partition whose rows are this outbox's;
+	// gone is a relation no longer in the catalog; warned once it is logged.
+	pending, gone, warned bool
+	partition             string
 }
 
 // Decoder assembles pgoutput messages into transactions. It is not safe for
@@ -236,6 +247,7 @@ type Decoder struct {
 	template  Template
 	log       *zap.Logger
 	relations map[uint32]*relation
+	pending   []relationMsg // relations awaiting Resolve, oldest first
 
 	cur   *Tx
 	begin beginMsg
@@ -312,7 +324,7 @@ func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.relations[r.id] = d.mapRelation(r)
+		d.addRelation(r)
 		return nil, nil
 	case 'I':
 		return d.insert(msg)
@@ -404,6 +416,9 @@ func (d *Decoder) relation(id uint32, err error) (*relation, error) {
 	if !ok {
 		return nil, fmt.Errorf("change for relation %d before its Relation message: protocol out of sync", id)
 	}
+	if rel.pending {
+		return nil, fmt.Errorf("change for relation %s (oid %d) before Resolve said whether it is a partition of an outbox", rel.qualified, id)
+	}
 	return rel, nil
 }
 
@@ -434,8 +449,14 @@ func (d *Decoder) insert(msg []byte) (*Tx, error) {
 		return nil, fmt.Errorf("insert into %s: %w", rel.qualified, r.err)
 	}
 	if !rel.outbox {
+		if rel.gone && !rel.warned {
+			d.warnGone(rel)
+		}
 		d.Stats.OtherTables++
 		return nil, nil
+	}
+	if rel.partition != "" && !rel.warned {
+		d.warnPartition(rel)
 	}
 	d.Stats.Inserts++
 	d.cur.Events = append(d.cur.Events, d.event(rel, d.cols))
@@ -451,8 +472,14 @@ func (d *Decoder) insert(msg []byte) (*Tx, error) {
 
 // mapRelation resolves the configured column mapping against a relation.
 func (d *Decoder) mapRelation(m relationMsg) *relation {
+	return d.mapRelationAs(m, m.namespace+"."+m.name)
+}
+
+// mapRelationAs maps relation m as table qualified: itself, or the outbox
+// m is a partition of.
+func (d *Decoder) mapRelationAs(m relationMsg, qualified string) *relation {
 	rel := &relation{
-		qualified: m.namespace + "." + m.name,
+		qualified: qualified,
 		columns:   m.columns,
 		idIdx:     -1, keyIdx: -1, payloadIdx: -1,
 	}

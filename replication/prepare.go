@@ -253,17 +253,34 @@ func (p *prep) senderTimeout(ctx context.Context) (string, error) {
 
 func (p *prep) tables(ctx context.Context) (string, error) {
 	var missing []string
+	var errs []error
 	for _, t := range p.cfg.Tables {
-		var ok bool
-		if err := p.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, quoteTable(t)).Scan(&ok); err != nil {
-			return "", fmt.Errorf("look up table %s: %w", t, err)
-		}
-		if !ok {
+		var relkind, root string
+		var isPartition bool
+		err := p.conn.QueryRow(ctx, `SELECT c.relkind::text, c.relispartition, coalesce(rn.nspname || '.' || r.relname, '')
+			FROM pg_class c
+			LEFT JOIN pg_class r ON r.oid = pg_partition_root(c.oid)
+			LEFT JOIN pg_namespace rn ON rn.oid = r.relnamespace
+			WHERE c.oid = to_regclass($1)`, quoteTable(t)).Scan(&relkind, &isPartition, &root)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
 			missing = append(missing, t)
+		case err != nil:
+			return "", fmt.Errorf("look up table %s: %w", t, err)
+		case isPartition:
+			// N.B. with publish_via_partition_root pgoutput names every
+			// partition's rows after the root, never after a partition: an
+			// outbox is its partition tree's root.
+			errs = append(errs, setupErrorf("outbox table %s is a partition of %s: name the partitioned table, not a partition: --table %s", t, root, root))
+		case relkind != "r" && relkind != "p":
+			errs = append(errs, setupErrorf("outbox %s is not a table (relkind %q): walrelay relays inserts into a table or a partitioned table: fix --table", t, relkind))
 		}
 	}
 	if len(missing) > 0 {
 		return "", setupErrorf("outbox table %s does not exist in database %q: create it (see the README's outbox table) or fix --table", strings.Join(missing, ", "), p.db)
+	}
+	if len(errs) > 0 {
+		return "", errors.Join(errs...)
 	}
 	return strings.Join(p.cfg.Tables, ", "), nil
 }
@@ -280,16 +297,29 @@ func (p *prep) slot(ctx context.Context) (string, error) {
 	return fmt.Sprintf("confirmed_flush_lsn %s, wal_status %s", st.ConfirmedFlush, st.WALStatus), nil
 }
 
+// CreatePublicationSQL is the statement that creates the publication of
+// cfg's tables.
+//
+// N.B. publish_via_partition_root: pgoutput sends a partition's rows under
+// the partition's name unless it is set, and the decoder would take them
+// for another table's. It changes nothing for a table that is not
+// partitioned (PostgreSQL 13 and later).
+func CreatePublicationSQL(publication string, tables []string) string {
+	quoted := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = quoteTable(t)
+	}
+	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true)",
+		pgx.Identifier{publication}.Sanitize(), strings.Join(quoted, ", "))
+}
+
 func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *zap.Logger, dryRun bool) (string, error) {
-	var pubInsert bool
-	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, cfg.Publication).Scan(&pubInsert)
+	var pubOID uint32
+	var pubInsert, pubViaRoot, allTables bool
+	err := conn.QueryRow(ctx, `SELECT oid, pubinsert, pubviaroot, puballtables FROM pg_publication WHERE pubname = $1`,
+		cfg.Publication).Scan(&pubOID, &pubInsert, &pubViaRoot, &allTables)
 	if errors.Is(err, pgx.ErrNoRows) {
-		quoted := make([]string, len(cfg.Tables))
-		for i, t := range cfg.Tables {
-			quoted[i] = quoteTable(t)
-		}
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
-			pgx.Identifier{cfg.Publication}.Sanitize(), strings.Join(quoted, ", "))
+		sql := CreatePublicationSQL(cfg.Publication, cfg.Tables)
 		if !cfg.Create {
 			return "", setupErrorf("publication %q does not exist: run %s; or start with --create", cfg.Publication, sql)
 		}
@@ -312,28 +342,74 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 	if err != nil {
 		return "", fmt.Errorf("look up publication: %w", err)
 	}
+	pub := pgx.Identifier{cfg.Publication}.Sanitize()
 	if !pubInsert {
-		return "", setupErrorf("publication %q does not publish inserts: run ALTER PUBLICATION %s SET (publish = 'insert');", cfg.Publication, pgx.Identifier{cfg.Publication}.Sanitize())
+		return "", setupErrorf("publication %q does not publish inserts: run ALTER PUBLICATION %s SET (publish = 'insert');", cfg.Publication, pub)
 	}
-	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication)
-	if err != nil {
-		return "", fmt.Errorf("list publication tables: %w", err)
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return "", fmt.Errorf("read server version: %w", err)
 	}
-	in, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return "", fmt.Errorf("list publication tables: %w", err)
+	// Whether each outbox is published, read from the catalog rather than
+	// from pg_publication_tables, which lists a partitioned table's
+	// partitions instead of the table when publish_via_partition_root is
+	// off. FOR TABLES IN SCHEMA (pg_publication_namespace) is PostgreSQL 15+.
+	bySchema := `false`
+	if version >= 150000 {
+		bySchema = `EXISTS (SELECT 1 FROM pg_publication_namespace pn WHERE pn.pnpubid = $1 AND pn.pnnspid = c.relnamespace)`
 	}
+	query := `SELECT c.relkind = 'p',
+		EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE pr.prpubid = $1 AND pr.prrelid = c.oid) OR ` + bySchema + `,
+		ARRAY(SELECT n.nspname || '.' || l.relname FROM pg_publication_rel pr
+			JOIN pg_class l ON l.oid = pr.prrelid JOIN pg_namespace n ON n.oid = l.relnamespace
+			WHERE pr.prpubid = $1 AND pr.prrelid IN (SELECT relid FROM pg_partition_tree(c.oid) WHERE relid <> c.oid)
+			ORDER BY 1)
+		FROM pg_class c WHERE c.oid = to_regclass($2)`
+	var missing, fixes, partitioned []string
 	for _, t := range cfg.Tables {
-		s, n := splitTable(t)
-		found := false
-		for _, p := range in {
-			found = found || p == s+"."+n
+		var isPartitioned, listed bool
+		var leaves []string
+		if err := conn.QueryRow(ctx, query, pubOID, quoteTable(t)).Scan(&isPartitioned, &listed, &leaves); err != nil {
+			return "", fmt.Errorf("look up publication of table %s: %w", t, err)
 		}
-		if !found {
-			return "", setupErrorf("publication %q does not include table %s: run ALTER PUBLICATION %s ADD TABLE %s;", cfg.Publication, t, pgx.Identifier{cfg.Publication}.Sanitize(), quoteTable(t))
+		if isPartitioned {
+			partitioned = append(partitioned, t)
 		}
+		if allTables || listed {
+			continue
+		}
+		fix := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, quoteTable(t))
+		if len(leaves) > 0 {
+			// N.B. a publication of some partitions publishes only those
+			// partitions' rows: the others', and those of partitions
+			// attached later, would never be relayed.
+			return "", setupErrorf("publication %q lists partitions %s of outbox %s but not the table itself, so rows of its other partitions are not published: run %s%s",
+				cfg.Publication, strings.Join(leaves, ", "), t, fix, viaRootFix(pub, pubViaRoot))
+		}
+		missing = append(missing, t)
+		fixes = append(fixes, fix)
+	}
+	if len(missing) > 0 {
+		return "", setupErrorf("publication %q does not include table %s: run %s%s",
+			cfg.Publication, strings.Join(missing, ", "), strings.Join(fixes, " "), viaRootFix(pub, pubViaRoot || len(partitioned) == 0))
+	}
+	if len(partitioned) > 0 && !pubViaRoot {
+		// N.B. without publish_via_partition_root pgoutput names each row
+		// after its partition; walrelay would have to guess which outbox
+		// a partition belongs to, and cannot once the partition is dropped.
+		return "", setupErrorf("publication %q sends the rows of partitioned outbox %s under each partition's name (publish_via_partition_root is off): run%s",
+			cfg.Publication, strings.Join(partitioned, ", "), viaRootFix(pub, false))
 	}
 	return fmt.Sprintf("publishes inserts of %s", strings.Join(cfg.Tables, ", ")), nil
+}
+
+// viaRootFix is the statement that turns publish_via_partition_root on,
+// with a leading space, or "" when it is on.
+func viaRootFix(pub string, on bool) string {
+	if on {
+		return ""
+	}
+	return fmt.Sprintf(" ALTER PUBLICATION %s SET (publish_via_partition_root = true);", pub)
 }
 
 func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st SlotState, log *zap.Logger, dryRun bool) (SlotState, error) {

@@ -245,10 +245,14 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		return onKafka(err)
 	}
 	r.kafkaOK.Store(true)
-	dec, err := decode.New(r.dc, r.log)
+	dc := r.dc
+	dc.ResolvePartitions = true
+	dec, err := decode.New(dc, r.log)
 	if err != nil {
 		return err
 	}
+	roots := replication.NewRoots(r.rc)
+	defer roots.Close()
 	stream := replication.New(r.rc, tr, r.log)
 	r.current.Store(&pipeline{stream: stream, tr: tr, snk: snk})
 	msgs := make(chan replication.Message, bufferMessages)
@@ -273,6 +277,19 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 				stream.Done(m)
 				if err != nil {
 					return fmt.Errorf("decode message at %s: %w", m.WALStart, err)
+				}
+				// N.B. a relation that is not an outbox may be an outbox's
+				// partition: asked once per Relation message, before any
+				// row of it is decoded, so that its rows are never taken
+				// for another table's and confirmed past.
+				for oid, _, ok := dec.Unresolved(); ok; oid, _, ok = dec.Unresolved() {
+					root, exists, err := roots.Root(gctx, oid)
+					if err != nil {
+						return onPostgres(err)
+					}
+					if err := dec.Resolve(oid, root, exists); err != nil {
+						return err
+					}
 				}
 				if tx == nil {
 					continue

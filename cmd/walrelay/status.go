@@ -119,7 +119,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		stmts = append(stmts, stmt{sql: fmt.Sprintf("GRANT SELECT ON %s TO %s", strings.Join(quoted, ", "), r)})
 	}
 	stmts = append(stmts,
-		stmt{fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pgx.Identifier{cfg.publication}.Sanitize(), strings.Join(quoted, ", ")),
+		stmt{replication.CreatePublicationSQL(cfg.publication, tables),
 			fmt.Sprintf("SELECT 1 FROM pg_publication WHERE pubname = '%s'", cfg.publication)},
 		stmt{fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot),
 			fmt.Sprintf("SELECT 1 FROM pg_replication_slots WHERE slot_name = '%s'", cfg.slot)},

@@ -1,0 +1,92 @@
+package decode
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// Partitions. pgoutput names a partition's rows after the partition unless
+// the publication has publish_via_partition_root; it then still sends each
+// partition's Relation message after its root's. A decoder that took such
+// rows for another table's would confirm past events it never relayed, so
+// with Config.ResolvePartitions every relation that is not an outbox waits
+// until the caller, who may do I/O, has asked PostgreSQL which partition
+// tree it belongs to (pg_partition_root) and said so with Resolve.
+
+// addRelation caches a Relation message's relation, held back for Resolve
+// when it is not an outbox.
+func (d *Decoder) addRelation(m relationMsg) {
+	rel := d.mapRelation(m)
+	d.relations[m.id] = rel
+	if rel.outbox || !d.cfg.ResolvePartitions {
+		return
+	}
+	// N.B. a relation is resolved again at each Relation message: pgoutput
+	// sends one after the relation changed, ATTACH PARTITION included.
+	rel.pending = true
+	for i, p := range d.pending {
+		if p.id == m.id {
+			d.pending = append(d.pending[:i], d.pending[i+1:]...)
+			break
+		}
+	}
+	d.pending = append(d.pending, m)
+}
+
+// Unresolved returns a relation that waits for Resolve: its OID and its
+// schema-qualified name. ok is false when none waits. With
+// Config.ResolvePartitions, call it after each Decode.
+func (d *Decoder) Unresolved() (oid uint32, table string, ok bool) {
+	if len(d.pending) == 0 {
+		return 0, "", false
+	}
+	m := d.pending[0]
+	return m.id, m.namespace + "." + m.name, true
+}
+
+// Resolve says what relation oid, awaiting it, is: root is the root of its
+// partition tree, schema-qualified ("" when it is in none), and exists is
+// false when the relation is no longer in the catalog. When root is an
+// outbox, the relation's rows are that outbox's events.
+func (d *Decoder) Resolve(oid uint32, root string, exists bool) error {
+	i := -1
+	for j, p := range d.pending {
+		if p.id == oid {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		return fmt.Errorf("resolve relation %d: it does not wait to be resolved", oid)
+	}
+	m := d.pending[i]
+	d.pending = append(d.pending[:i], d.pending[i+1:]...)
+	rel := d.relations[oid]
+	switch {
+	case !exists:
+		rel.gone = true
+	case d.tables[root]:
+		rel = d.mapRelationAs(m, root)
+		rel.partition = m.namespace + "." + m.name
+		d.relations[oid] = rel
+	}
+	rel.pending = false
+	return nil
+}
+
+// warnPartition logs, once per relation and session, that an outbox's rows
+// arrive under a partition's name.
+func (d *Decoder) warnPartition(rel *relation) {
+	rel.warned = true
+	d.log.Warn("rows of an outbox partition arrive under the partition's name (the publication's publish_via_partition_root was off when they were written); relaying them as the outbox's events",
+		zap.String("partition", rel.partition), zap.String("table", rel.qualified))
+}
+
+// warnGone logs, once per relation and session, that rows of a dropped
+// table were not relayed.
+func (d *Decoder) warnGone(rel *relation) {
+	rel.warned = true
+	d.log.Warn("rows of a table that no longer exists are not relayed: if it was a partition of an outbox written while the publication's publish_via_partition_root was off, its events are lost",
+		zap.String("table", rel.qualified))
+}
