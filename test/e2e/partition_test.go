@@ -434,3 +434,40 @@ func TestPartitionedOutboxRefusals(t *testing.T) {
 		t.Errorf("a refused start created slot %s", e.Slot)
 	}
 }
+
+// TestPartitionDroppedBeforeRelayed: retention by dropping partitions. Rows
+// of a partition dropped while walrelay was stopped, before it read them,
+// are still in the WAL and are relayed.
+func TestPartitionDroppedBeforeRelayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	partitionedOutbox(t, e, "range")
+	wit := e.witness(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+	w := newOutboxWriter(t, e, "agg")
+	w.write(t, 90, 3, spread)
+	rows := e.CommittedRows(t)
+	var dropped int
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT count(*) FROM outbox_2024`).Scan(&dropped); err != nil {
+		t.Fatal(err)
+	}
+	if dropped == 0 {
+		t.Fatalf("no row in the partition to drop")
+	}
+	e.Bed.Exec(t, e.DSN, `DROP TABLE outbox_2024`)
+
+	relay = e.startRelay(t)
+	waitConfirmed(t, e, relay, lastCommitEnd(t, wit, w.xids))
+	recs := e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second)
+	if len(recs) != len(rows) {
+		t.Errorf("%d records in Kafka for %d committed outbox rows (%d in the dropped partition)", len(recs), len(rows), dropped)
+	}
+	checkRecords(t, e, recs, rows, nil, 3, false)
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+}
