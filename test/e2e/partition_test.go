@@ -20,8 +20,8 @@ import (
 
 // partitionedOutbox replaces e's outbox with a partitioned table of the same
 // columns plus created_at, partitioned by kind: range (created_at: 2024,
-// 2025, default), list (aggregatetype) or hash (id, 4 partitions). It
-// returns the partitions' names.
+// 2025, default), list (aggregatetype), hash (id, 4 partitions) or range of
+// hash (2024 partitioned again by id). It returns the leaf partitions' names.
 func partitionedOutbox(t *testing.T, e *env, kind string) []string {
 	t.Helper()
 	cols := `id uuid NOT NULL, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
@@ -46,6 +46,13 @@ func partitionedOutbox(t *testing.T, e *env, kind string) []string {
 			ddl += fmt.Sprintf("\nCREATE TABLE outbox_h%d PARTITION OF outbox FOR VALUES WITH (MODULUS 4, REMAINDER %d);", i, i)
 			parts = append(parts, fmt.Sprintf("outbox_h%d", i))
 		}
+	case "range of hash":
+		ddl = `CREATE TABLE outbox (` + cols + `, PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
+			CREATE TABLE outbox_2024 PARTITION OF outbox FOR VALUES FROM ('2024-01-01') TO ('2025-01-01') PARTITION BY HASH (id);
+			CREATE TABLE outbox_2024_h0 PARTITION OF outbox_2024 FOR VALUES WITH (MODULUS 2, REMAINDER 0);
+			CREATE TABLE outbox_2024_h1 PARTITION OF outbox_2024 FOR VALUES WITH (MODULUS 2, REMAINDER 1);
+			CREATE TABLE outbox_default PARTITION OF outbox DEFAULT;`
+		parts = []string{"outbox_2024_h0", "outbox_2024_h1", "outbox_default"}
 	default:
 		t.Fatalf("partitioning %q", kind)
 	}
@@ -190,6 +197,7 @@ func TestPartitionedOutboxRelayedCompletely(t *testing.T) {
 		{"range", "range", ""},
 		{"list", "list", ""},
 		{"hash", "hash", ""},
+		{"range of hash", "range of hash", ""},
 		{"hash, FOR ALL TABLES", "hash", `CREATE PUBLICATION %s FOR ALL TABLES WITH (publish = 'insert', publish_via_partition_root = true)`},
 		{"range, root and a partition listed", "range", `CREATE PUBLICATION %s FOR TABLE outbox, outbox_2025 WITH (publish = 'insert', publish_via_partition_root = true)`},
 	}
@@ -386,7 +394,12 @@ func TestPartitionedOutboxPublicationChangedWhileRunning(t *testing.T) {
 func TestPartitionedOutboxRefusals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	partitionedOutbox(t, e, "range")
+	partitionedOutbox(t, e, "range of hash")
+	// A foreign table can be a partition of a table without a unique index.
+	e.Bed.Exec(t, e.DSN, `CREATE TABLE outbox_f (LIKE outbox) PARTITION BY LIST (aggregatetype);
+		CREATE FOREIGN DATA WRAPPER fdw_`+e.Prefix+`;
+		CREATE SERVER remote_`+e.Prefix+` FOREIGN DATA WRAPPER fdw_`+e.Prefix+`;
+		CREATE FOREIGN TABLE outbox_f_remote PARTITION OF outbox_f FOR VALUES IN ('remote') SERVER remote_`+e.Prefix+`;`)
 	pub := func(name, sql string) string {
 		e.Bed.Exec(t, e.DSN, fmt.Sprintf(sql, name))
 		return name
@@ -399,8 +412,12 @@ func TestPartitionedOutboxRefusals(t *testing.T) {
 		args []string
 		want string // "" passes
 	}{
-		{"--table names a partition", []string{"--table", "public.outbox_2025"},
-			"outbox table public.outbox_2025 is a partition of public.outbox: name the partitioned table, not a partition: --table public.outbox"},
+		{"--table names a partition", []string{"--table", "public.outbox_2024_h1"},
+			"outbox table public.outbox_2024_h1 is a partition of public.outbox: name the partitioned table, not a partition: --table public.outbox"},
+		{"--table names a partition that is partitioned too", []string{"--table", "public.outbox_2024"},
+			"outbox table public.outbox_2024 is a partition of public.outbox: name the partitioned table, not a partition: --table public.outbox"},
+		{"a foreign-table partition", []string{"--table", "public.outbox_f"},
+			`outbox public.outbox_f has foreign-table partitions public.outbox_f_remote, whose rows are stored on another server and never reach this WAL`},
 		{"a partition listed, not the outbox", []string{"--publication", pub("p_leaf_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLE outbox_2024 WITH (publish = 'insert', publish_via_partition_root = true)`)},
 			`lists partitions public.outbox_2024 of outbox public.outbox but not the table itself, so rows of its other partitions are not published: run ALTER PUBLICATION "p_leaf_` + e.Prefix + `" ADD TABLE "public"."outbox";`},
 		{"FOR ALL TABLES without publish_via_partition_root", []string{"--publication", pub("p_all_"+e.Prefix, `CREATE PUBLICATION %s FOR ALL TABLES WITH (publish = 'insert')`)},
