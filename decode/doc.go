@@ -7,5 +7,7 @@
 // its end LSN.
 // Invariant: every event of a transaction is emitted before its last part,
 // and nothing is emitted for a change that is not an insert into an outbox
-// table. The package does no I/O and keeps no connection.
+// table (or a partition of one, as the caller resolves it: with
+// Config.ResolvePartitions no change of another relation is decoded before
+// Resolve). The package does no I/O and keeps no connection.
 package decode

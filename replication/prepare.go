@@ -377,7 +377,11 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 	for _, t := range cfg.Tables {
 		var isPartitioned, listed bool
 		var leaves []string
-		if err := conn.QueryRow(ctx, query, pubOID, quoteTable(t)).Scan(&isPartitioned, &listed, &leaves); err != nil {
+		err := conn.QueryRow(ctx, query, pubOID, quoteTable(t)).Scan(&isPartitioned, &listed, &leaves)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // a missing table fails the tables' step
+		}
+		if err != nil {
 			return "", fmt.Errorf("look up publication of table %s: %w", t, err)
 		}
 		if isPartitioned {
