@@ -63,7 +63,7 @@ func (s *Stream) Streaming() bool { return s.streaming.Load() }
 
 // New returns a stream; Run connects.
 func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
-	return &Stream{cfg: cfg.withDefaults(), conf: conf, log: log.Named("replication"), buf: budget.New(BufferBytes)}
+	return &Stream{cfg: cfg.WithDefaults(), conf: conf, log: log.Named("replication"), buf: budget.New(BufferBytes)}
 }
 
 // Done says that the consumer of Run's messages no longer needs m's buffer
