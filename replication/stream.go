@@ -93,7 +93,8 @@ type session struct {
 	received  pglogrepl.LSN // WAL start of the last XLogData, or the start
 }
 
-// Run streams from start (the slot's confirmed_flush_lsn) into out until ctx
+// Run streams from start (the slot's confirmed_flush_lsn, or the slot's
+// position once this stream holds it if that is higher) into out until ctx
 // is cancelled (abort: returns ctx.Err()) or stop is closed (graceful: the
 // transaction being received is finished, out is closed, and Run waits for
 // drained before it sends the final status update and returns nil).
@@ -128,8 +129,9 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	// server's current WAL position. It is read again now that this session
 	// holds the slot: the previous holder's final status update may have
 	// moved it after Prepare read it, the server streams from its own
-	// position, and confirming the older one would move the slot back
-	// (PostgreSQL before 17 accepts a lower flush).
+	// position, and confirming the older one would move the slot back on a
+	// server without the guard against a lower flush (17 and the latest
+	// minor releases of older versions have it).
 	held, err := s.heldPosition(ctx, conn.PID())
 	if err != nil {
 		return err
