@@ -67,4 +67,5 @@ func TestRowLargerThanPGMaxMessageBytes(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
+	t.Logf("FIGURES refused_message_bytes=%d peak_rss_mb_relaying_it=%.1f", size, relay.PeakRSSMB())
 }
