@@ -42,6 +42,27 @@ func New(start pglogrepl.LSN) *Tracker {
 // Watermark is the LSN that may be confirmed to PostgreSQL.
 func (t *Tracker) Watermark() pglogrepl.LSN { return pglogrepl.LSN(t.watermark.Load()) }
 
+// Raise moves the watermark up to lsn, a position PostgreSQL has already
+// confirmed (the slot's confirmed_flush_lsn read again once the stream holds
+// the slot), provided no transaction is registered and not yet passed. It
+// reports whether the watermark is now at least lsn; it never lowers it.
+func (t *Tracker) Raise(lsn pglogrepl.LSN) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	wm := pglogrepl.LSN(t.watermark.Load())
+	if lsn <= wm {
+		return true
+	}
+	// N.B. only while nothing is registered: a registered transaction lies
+	// at or after the watermark, and a watermark raised past it would
+	// confirm it before Kafka acknowledged it.
+	if t.head < len(t.queue) {
+		return false
+	}
+	t.watermark.Store(uint64(lsn))
+	return true
+}
+
 // InFlight reports the records and transactions not yet acknowledged, and
 // when the oldest of those transactions was registered (zero if none).
 func (t *Tracker) InFlight() (records, txs int64, oldest time.Time) {

@@ -39,15 +39,37 @@ type Config struct {
 	// (wal_status lost). Events written while it was behind are lost; without
 	// it such a slot is an error (ErrSlotLost).
 	RecreateLostSlot bool
+	// MaxMessageBytes is the largest replication protocol message accepted:
+	// each carries one row of an outbox table with all its columns (or one
+	// table's description). A larger one stops the stream with an error
+	// wrapping ErrSetup instead of being read into memory. Default
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// ReadWait is how long the stream waits before reading again after a
 	// read that emptied the socket, so that a draining backlog arrives in
 	// large reads (see coalescingConn). Zero reads at once.
 	ReadWait time.Duration
 }
 
+// DefaultMaxMessageBytes is MaxMessageBytes' default, 64 MiB: 64 times the
+// largest record Kafka accepts by default, so only a row that is mostly
+// unmapped columns reaches it; receiving one costs about twice its size in
+// memory (the connection's read buffer and walrelay's copy).
+const DefaultMaxMessageBytes = 64 << 20
+
+// MinMaxMessageBytes and MaxMaxMessageBytes bound MaxMessageBytes: a table
+// description of many columns needs tens of KiB, and PostgreSQL sends no
+// message above 1 GiB.
+const (
+	MinMaxMessageBytes = 64 << 10
+	MaxMaxMessageBytes = 1 << 30
+)
+
 var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero field set to its default: the
+// values the stages use.
+func (c Config) WithDefaults() Config {
 	if c.Slot == "" {
 		c.Slot = "walrelay"
 	}
@@ -63,12 +85,15 @@ func (c Config) withDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	return c
 }
 
 // Validate reports every problem with c at once.
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	var errs []error
 	if c.ConnString == "" {
 		errs = append(errs, errors.New("no PostgreSQL connection string: set --pg-url or WALRELAY_PG_URL"))
@@ -82,10 +107,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("publication %q: use 1-63 lower-case letters, digits and underscores, not starting with a digit", c.Publication))
 	}
 	if c.StatusInterval < 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("status interval %s: want at least 100ms", c.StatusInterval))
+		errs = append(errs, fmt.Errorf("--status-interval %s: want 100ms or more (default 10s), below half of the server's wal_sender_timeout", c.StatusInterval))
 	}
 	if c.ShutdownTimeout < 0 {
-		errs = append(errs, fmt.Errorf("shutdown timeout %s: want zero or more", c.ShutdownTimeout))
+		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: want more than 0 (default 30s)", c.ShutdownTimeout))
+	}
+	if c.MaxMessageBytes < MinMaxMessageBytes || c.MaxMessageBytes > MaxMaxMessageBytes {
+		errs = append(errs, fmt.Errorf("--pg-max-message-bytes %d: want %d to %d (default %d)", c.MaxMessageBytes, MinMaxMessageBytes, MaxMaxMessageBytes, DefaultMaxMessageBytes))
 	}
 	if c.ReadWait < 0 || c.ReadWait > 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--pg-read-wait %s: want 0 (read at once) to 100ms", c.ReadWait))
@@ -116,6 +144,10 @@ var ErrSlotLost = errors.New("replication slot lost")
 
 // ErrSlotInUse is wrapped when another process streams the slot.
 var ErrSlotInUse = errors.New("replication slot in use")
+
+// ErrSlotNotReady is wrapped when the slot exists but another session is
+// still creating it (no confirmed_flush_lsn yet): wait and try again.
+var ErrSlotNotReady = errors.New("replication slot not ready")
 
 type setupError struct{ msg string }
 
@@ -191,7 +223,7 @@ type step struct {
 }
 
 func newPrep(ctx context.Context, cfg Config, log *zap.Logger, dryRun bool) (*prep, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	conn, err := pgx.Connect(ctx, cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgresql: %w", err)
@@ -296,6 +328,9 @@ func (p *prep) tables(ctx context.Context) (string, error) {
 func (p *prep) slot(ctx context.Context) (string, error) {
 	st, err := prepareSlot(ctx, p.conn, p.cfg, p.db, p.st, p.log, p.dryRun)
 	p.st = st
+	if errors.Is(err, ErrSlotNotReady) && p.dryRun {
+		return "being created by another session (no confirmed_flush_lsn yet): run waits until it is ready", nil
+	}
 	if err != nil {
 		return "", err
 	}
@@ -427,8 +462,9 @@ func viaRootFix(pub string, on bool) string {
 func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st SlotState, log *zap.Logger, dryRun bool) (SlotState, error) {
 	var plugin, slotType, slotDB, walStatus *string
 	var confirmed *pglogrepl.LSN
-	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text
-		FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).Scan(&plugin, &slotType, &slotDB, &walStatus, &confirmed)
+	var activePID *int32
+	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid
+		FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).Scan(&plugin, &slotType, &slotDB, &walStatus, &confirmed, &activePID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if !cfg.Create {
 			return st, setupErrorf("replication slot %q does not exist: run SELECT pg_create_logical_replication_slot('%s', 'pgoutput'); or start with --create", cfg.Slot, cfg.Slot)
@@ -461,7 +497,18 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st 
 		return st, setupErrorf("replication slot %q belongs to database %q, not %q: connect to that database or choose another --slot", cfg.Slot, deref(slotDB), db)
 	}
 	st.WALStatus = deref(walStatus)
-	if (st.WALStatus == "lost" || confirmed == nil) && cfg.RecreateLostSlot && !dryRun {
+	// N.B. only wal_status lost means lost. A slot without
+	// confirmed_flush_lsn is being created by another session, waiting for
+	// its consistent point (it ends once the transactions running then have
+	// ended): it is not ready, never dropped, and waited for.
+	if st.WALStatus != "lost" && confirmed == nil {
+		holder := "another session"
+		if activePID != nil {
+			holder = fmt.Sprintf("the session of pid %d", *activePID)
+		}
+		return st, fmt.Errorf("%w: slot %q is being created by %s and has no confirmed_flush_lsn yet: PostgreSQL is waiting for the transactions running when its creation began to end", ErrSlotNotReady, cfg.Slot, holder)
+	}
+	if st.WALStatus == "lost" && cfg.RecreateLostSlot && !dryRun {
 		log.Error("replication slot lost: dropping and re-creating it as --recreate-lost-slot asks; events committed while the slot was behind were NOT relayed",
 			zap.String("slot", cfg.Slot), zap.String("wal_status", st.WALStatus))
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, cfg.Slot); err != nil {
@@ -469,7 +516,7 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st 
 		}
 		return prepareSlot(ctx, conn, cfg, db, st, log, false)
 	}
-	if st.WALStatus == "lost" || confirmed == nil {
+	if st.WALStatus == "lost" {
 		return st, fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; start once with --recreate-lost-slot to drop and re-create it (see the README's \"Slot lost\" section)", ErrSlotLost, cfg.Slot, st.WALStatus)
 	}
 	st.ConfirmedFlush = *confirmed

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -28,6 +29,10 @@ type Message struct {
 // acknowledged by Kafka. checkpoint.Tracker satisfies it.
 type Confirmer interface {
 	Watermark() pglogrepl.LSN
+	// Raise moves the watermark up to a position PostgreSQL has already
+	// confirmed, while nothing is registered; it reports whether the
+	// watermark is now at least there.
+	Raise(pglogrepl.LSN) bool
 }
 
 // Stream streams one slot over one connection. Its positions may be read
@@ -63,7 +68,7 @@ func (s *Stream) Streaming() bool { return s.streaming.Load() }
 
 // New returns a stream; Run connects.
 func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
-	return &Stream{cfg: cfg.withDefaults(), conf: conf, log: log.Named("replication"), buf: budget.New(BufferBytes)}
+	return &Stream{cfg: cfg.WithDefaults(), conf: conf, log: log.Named("replication"), buf: budget.New(BufferBytes)}
 }
 
 // Done says that the consumer of Run's messages no longer needs m's buffer
@@ -85,9 +90,11 @@ type session struct {
 	// say whether anything handed on is still unacknowledged.
 	handedEnd pglogrepl.LSN
 	inTx      bool
+	received  pglogrepl.LSN // WAL start of the last XLogData, or the start
 }
 
-// Run streams from start (the slot's confirmed_flush_lsn) into out until ctx
+// Run streams from start (the slot's confirmed_flush_lsn, or the slot's
+// position once this stream holds it if that is higher) into out until ctx
 // is cancelled (abort: returns ctx.Err()) or stop is closed (graceful: the
 // transaction being received is finished, out is closed, and Run waits for
 // drained before it sends the final status update and returns nil).
@@ -119,8 +126,25 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	}
 	// N.B. the start position is the slot's confirmed_flush_lsn, and so is
 	// the first position this session may confirm: never zero, never the
-	// server's current WAL position.
-	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, handedEnd: start}
+	// server's current WAL position. It is read again now that this session
+	// holds the slot: the previous holder's final status update may have
+	// moved it after Prepare read it, the server streams from its own
+	// position, and confirming the older one would move the slot back on a
+	// server without the guard against a lower flush (17 and the latest
+	// minor releases of older versions have it).
+	held, err := s.heldPosition(ctx, conn.PID())
+	if err != nil {
+		return err
+	}
+	if held > start {
+		if !s.conf.Raise(held) {
+			return fmt.Errorf("start replication: the slot moved to %s after it was read at %s, and the watermark cannot follow: transactions are registered", held, start)
+		}
+		s.log.Info("slot moved after it was read; starting from its confirmed position", zap.String("slot", s.cfg.Slot),
+			zap.Stringer("read_lsn", start), zap.Stringer("lsn", held))
+		start = held
+	}
+	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, handedEnd: start, received: start}
 	s.confirmed.Store(uint64(start))
 	s.beat.Store(time.Now().UnixNano())
 	s.streaming.Store(true)
@@ -174,12 +198,43 @@ wait:
 	return nil
 }
 
+// heldPosition reads the slot's confirmed_flush_lsn through a normal
+// connection, from the row that names pid, this stream's walsender, as the
+// slot's holder: nobody else can move it any more.
+func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, s.cfg.ConnString)
+	if err != nil {
+		return 0, fmt.Errorf("read held slot position: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var confirmed *string
+	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2`,
+		s.cfg.Slot, int64(pid)).Scan(&confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("read held slot position: pg_replication_slots shows slot %q not held by this stream's walsender (pid %d)", s.cfg.Slot, pid)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read held slot position: %w", err)
+	}
+	if confirmed == nil {
+		return 0, fmt.Errorf("read held slot position: slot %q has no confirmed_flush_lsn", s.cfg.Slot)
+	}
+	lsn, err := pglogrepl.ParseLSN(*confirmed)
+	if err != nil {
+		return 0, fmt.Errorf("read held slot position: %w", err)
+	}
+	return lsn, nil
+}
+
 func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	pc, err := pgconn.ParseConfig(s.cfg.ConnString)
 	if err != nil {
 		return nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
 	}
 	pc.RuntimeParams["replication"] = "database"
+	// N.B. a message above the limit is refused from its header, before its
+	// body is read: one huge row cannot take the memory.
+	pc.MaxProtocolMessageBodyLen = s.cfg.MaxMessageBytes
 	coalesceReads(pc, s.cfg.ReadWait)
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "walrelay"
@@ -242,6 +297,15 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 		}
 		msg, err := ss.conn.ReceiveMessage(context.Background())
 		if err != nil {
+			var tooBig *pgproto3.ExceededMaxBodyLenErr
+			if errors.As(err, &tooBig) {
+				// N.B. permanent: the same message comes again after every
+				// restart, at the same position, until the limit is raised.
+				// pgconn has closed the connection: the slot stays at the
+				// last position confirmed, before the message.
+				return setupErrorf("receive: PostgreSQL sent a message of %d bytes after LSN %s, more than --pg-max-message-bytes %d: a row of an outbox table, with all its columns, is larger than walrelay accepts; the slot stays at %s, before it. Raise --pg-max-message-bytes (WALRELAY_PG_MAX_MESSAGE_BYTES) to at least %d, memory permitting: receiving it takes about twice its size",
+					tooBig.ActualBodyLen, ss.received, tooBig.MaxExpectedBodyLen, ss.confirmed, tooBig.ActualBodyLen)
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				// N.B. re-arm: the deadline passed, or a wake-up moved it.
@@ -294,6 +358,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 					return err
 				}
 				s.received.Store(uint64(xld.WALStart))
+				ss.received = xld.WALStart
 				switch data[0] {
 				case 'B':
 					ss.inTx = true

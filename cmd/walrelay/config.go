@@ -33,6 +33,7 @@ type config struct {
 	headerColumns   string
 	statusInterval  time.Duration
 	readWait        time.Duration
+	pgMaxMessage    int
 	shutdownTimeout time.Duration
 	maxInflight     int
 	compression     string
@@ -76,9 +77,10 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.keyColumn, "key-column", "aggregateid", "column holding the record key")
 	fs.StringVar(&cfg.payloadColumn, "payload-column", "payload", "column holding the record value")
 	fs.StringVar(&cfg.headerColumns, "header-columns", "", "extra headers as column:header pairs, comma-separated (e.g. type:eventType)")
-	fs.DurationVar(&cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL")
+	fs.DurationVar(&cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL: 100ms or more, below half of the server's wal_sender_timeout (0 is refused)")
 	fs.DurationVar(&cfg.readWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency; 0: read at once)")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements (more than 0; a second signal stops at once)")
+	fs.IntVar(&cfg.pgMaxMessage, "pg-max-message-bytes", replication.DefaultMaxMessageBytes, "largest replication message accepted from PostgreSQL, i.e. one outbox row with all its columns; a larger row stops walrelay (exit 2) before it is read, and receiving one costs about twice its size in memory")
 	fs.IntVar(&cfg.maxInflight, "max-inflight-bytes", 64<<20, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
 	fs.StringVar(&cfg.compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
 	fs.DurationVar(&cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may be retried before it fails and streaming restarts from the last confirmed position")
@@ -192,6 +194,20 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	if err != nil {
 		errs = append(errs, err)
 	}
+	// N.B. 0 is refused here rather than read as "the default": the
+	// replication stage would default it while the rest of walrelay used it
+	// raw, and a status interval or shutdown wait of nothing is a mistake.
+	if c.statusInterval == 0 {
+		errs = append(errs, errors.New("--status-interval 0s: want 100ms or more (default 10s), below half of the server's wal_sender_timeout"))
+	}
+	if c.shutdownTimeout == 0 {
+		errs = append(errs, errors.New("--shutdown-timeout 0s: want more than 0 (default 30s): how long a graceful stop waits for Kafka's acknowledgements; a second SIGINT/SIGTERM stops at once"))
+	}
+	if c.pgMaxMessage == 0 {
+		errs = append(errs, fmt.Errorf("--pg-max-message-bytes 0: want %d to %d (default %d)", replication.MinMaxMessageBytes, replication.MaxMaxMessageBytes, replication.DefaultMaxMessageBytes))
+	}
+	// N.B. the stages and the relay around them (watch loop, health, drain)
+	// all read these effective values.
 	rc := replication.Config{
 		ConnString:       c.pgURL,
 		Slot:             c.slot,
@@ -201,8 +217,9 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		StatusInterval:   c.statusInterval,
 		ShutdownTimeout:  c.shutdownTimeout,
 		RecreateLostSlot: c.recreateLost,
+		MaxMessageBytes:  c.pgMaxMessage,
 		ReadWait:         c.readWait,
-	}
+	}.WithDefaults()
 	dc := decode.Config{
 		Tables:         tables,
 		IDColumn:       c.idColumn,

@@ -135,7 +135,7 @@ func permanent(err error) bool {
 func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 	const minBackoff, maxBackoff = 500 * time.Millisecond, 30 * time.Second
 	backoff := minBackoff
-	waiting := false
+	var waiting error // the sentinel of the wait being logged, if any
 	r.beat.Store(time.Now().UnixNano())
 	defer r.metrics.SetState(metrics.StateStopping)
 	for {
@@ -161,17 +161,18 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 			backoff = minBackoff
 		}
 		wait := backoff
-		if errors.Is(err, replication.ErrSlotInUse) {
+		if kind, msg := waitFor(err); kind != nil {
 			// N.B. a standby polls the slot quickly so that it takes over
-			// within seconds of the active instance going away.
+			// within seconds of the active instance going away, or of the
+			// slot becoming ready.
 			wait = time.Second
 			r.metrics.SetState(metrics.StateWaiting)
-			if !waiting {
-				r.log.Info("slot is streamed by another process; waiting to take over", zap.String("slot", r.rc.Slot), zap.Error(err))
+			if waiting != kind {
+				r.log.Info(msg, zap.String("slot", r.rc.Slot), zap.Error(err))
 			}
-			waiting = true
+			waiting = kind
 		} else {
-			waiting = false
+			waiting = nil
 			r.metrics.SetState(metrics.StateRestarting)
 			r.log.Warn("restarting from the last confirmed position", zap.Error(err), zap.Duration("backoff", wait))
 			backoff = min(backoff*2, maxBackoff)
@@ -184,6 +185,18 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// waitFor says whether err means the slot is not ours yet (not a failure):
+// which wait it is, and what to log once when it starts.
+func waitFor(err error) (kind error, msg string) {
+	switch {
+	case errors.Is(err, replication.ErrSlotInUse):
+		return replication.ErrSlotInUse, "slot is streamed by another process; waiting to take over"
+	case errors.Is(err, replication.ErrSlotNotReady):
+		return replication.ErrSlotNotReady, "slot is being created by another session; waiting until it is ready"
+	}
+	return nil, ""
 }
 
 // stageError marks which side an attempt failed on.

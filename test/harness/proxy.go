@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -46,6 +47,8 @@ type Proxy struct {
 	mu    sync.Mutex
 	links map[*link]struct{}
 	armed *armedCut
+	hold  *armedHold
+	drop  Matcher
 	conns int
 	cuts  int
 	seen  map[string]int // messages forwarded, by Kind
@@ -55,6 +58,13 @@ type Proxy struct {
 type armedCut struct {
 	match Matcher
 	fired chan struct{}
+}
+
+type armedHold struct {
+	match    Matcher
+	held     chan struct{}
+	released chan struct{}
+	once     sync.Once
 }
 
 type link struct {
@@ -150,6 +160,38 @@ func (p *Proxy) CutAfter(m Matcher) <-chan struct{} {
 	return a.fired
 }
 
+// HoldBefore arms a one-shot hold: the first message m selects is not
+// forwarded (nor anything after it in its direction) until release is
+// called; held is closed once the message is being held. It lets a test act
+// between two steps of a client, e.g. after walrelay read the slot and
+// before its START_REPLICATION reaches the server. release is idempotent and
+// is called at cleanup.
+func (p *Proxy) HoldBefore(m Matcher) (held <-chan struct{}, release func()) {
+	h := &armedHold{match: m, held: make(chan struct{}), released: make(chan struct{})}
+	p.mu.Lock()
+	p.hold = h
+	p.mu.Unlock()
+	release = func() { h.once.Do(func() { close(h.released) }) }
+	p.t.Cleanup(release)
+	return h.held, release
+}
+
+// Drop discards every message m selects, in either direction, until stop is
+// called (at cleanup at the latest). It isolates a client's own logic from a
+// message it would otherwise react to, e.g. the walsender's keepalives.
+func (p *Proxy) Drop(m Matcher) (stop func()) {
+	p.mu.Lock()
+	p.drop = m
+	p.mu.Unlock()
+	stop = func() {
+		p.mu.Lock()
+		p.drop = nil
+		p.mu.Unlock()
+	}
+	p.t.Cleanup(stop)
+	return stop
+}
+
 // Disarm withdraws a cut that has not struck.
 func (p *Proxy) Disarm() {
 	p.mu.Lock()
@@ -224,6 +266,22 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d)
 			}
+		}
+		p.mu.Lock()
+		h := p.hold
+		if h != nil && h.match(dir, msg) {
+			p.hold = nil
+		} else {
+			h = nil
+		}
+		dropped := p.drop != nil && p.drop(dir, msg)
+		p.mu.Unlock()
+		if dropped {
+			continue
+		}
+		if h != nil {
+			close(h.held)
+			<-h.released
 		}
 		if p.kafka {
 			if msg, err = l.kafkaMessage(dir, msg, p.target, p.Addr()); err != nil {
@@ -403,6 +461,17 @@ func (p *Proxy) kind(dir Dir, msg []byte) string {
 func PGCommit(dir Dir, msg []byte) bool {
 	// 'd', length(4), 'w', start(8), end(8), time(8), then the WAL data.
 	return dir == ToClient && len(msg) > 30 && msg[0] == 'd' && msg[5] == 'w' && msg[30] == 'C'
+}
+
+// PGStartReplication selects the client's START_REPLICATION command: the
+// relay has read the slot and is about to take it.
+func PGStartReplication(dir Dir, msg []byte) bool {
+	return dir == ToServer && len(msg) > 5 && msg[0] == 'Q' && bytes.HasPrefix(msg[5:], []byte("START_REPLICATION"))
+}
+
+// PGKeepalive selects a primary keepalive message sent by the server.
+func PGKeepalive(dir Dir, msg []byte) bool {
+	return dir == ToClient && len(msg) > 5 && msg[0] == 'd' && msg[5] == 'k'
 }
 
 // PGStatusUpdate selects a standby status update sent by the client: the
