@@ -307,8 +307,8 @@ func (d *Decoder) InTx() bool { return d.inTx }
 
 // Decode consumes one pgoutput message (the WAL data of one XLogData). It
 // returns a Tx part when one is complete: at every Commit, and inside a
-// transaction whenever its events reach Config.MaxPartBytes. The message
-// buffer must not be reused by the caller: events alias it.
+// transaction whenever what its events hold reaches Config.MaxPartBytes.
+// Nothing returned points into msg: the caller may reuse or drop it.
 func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 	if len(msg) == 0 {
 		return nil, errors.New("empty pgoutput message")

@@ -7,5 +7,6 @@
 // its end LSN.
 // Invariant: every event of a transaction is emitted before its last part,
 // and nothing is emitted for a change that is not an insert into an outbox
-// table. The package does no I/O and keeps no connection.
+// table; an event owns its bytes, so a message is garbage once decoded. The
+// package does no I/O and keeps no connection.
 package decode
