@@ -39,3 +39,33 @@ func BenchmarkDecodeSingleRowTransactions(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeWideUnmappedColumn is BenchmarkDecodeSingleRowTransactions
+// with a 50 KB jsonb column nobody maps: the event copies out its mapped
+// fields only, so it costs about the same bytes and allocations.
+func BenchmarkDecodeWideUnmappedColumn(b *testing.B) {
+	d := newDecoder(b, Config{HeaderColumns: []HeaderColumn{{Column: "type", Header: "eventType"}}})
+	cols := append(outboxCols(pgJSONB), col{name: "doc", oid: pgJSONB})
+	if _, err := d.Decode(msgRelation(outboxRelID, "public", "outbox", cols...)); err != nil {
+		b.Fatal(err)
+	}
+	payload := `{"orderId": 12345, "note": "` + strings.Repeat("x", 270) + `"}`
+	doc := `{"blob": "` + strings.Repeat("w", 50000) + `"}`
+	begin, commit := msgBegin(commitLSN, commitTime, xid), msgCommit(commitLSN, endLSN, commitTime)
+	insert := msgInsert(outboxRelID, text(eventUUID), text("order"), text("agg-1"), text("OrderCreated"), text(payload), text(doc))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(insert)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := d.Decode(begin); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.Decode(insert); err != nil {
+			b.Fatal(err)
+		}
+		tx, err := d.Decode(commit)
+		if err != nil || tx == nil || len(tx.Events) != 1 {
+			b.Fatalf("tx %v, err %v", tx, err)
+		}
+	}
+}

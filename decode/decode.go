@@ -4,8 +4,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
@@ -81,8 +83,9 @@ type Config struct {
 	HeaderColumns []HeaderColumn
 	// Topic is the topic template. Default "outbox.event.${aggregatetype}".
 	Topic string
-	// MaxPartBytes bounds the event bytes of one Tx part; a larger
-	// transaction is handed on in several parts. Default 1 MiB.
+	// MaxPartBytes bounds the memory the events of one Tx part hold
+	// (Event.Held, poison events included); a larger transaction is handed
+	// on in several parts. Default 1 MiB.
 	MaxPartBytes int
 	// MaxRecordBytes is the largest record Kafka accepts (the broker's
 	// message.max.bytes); a larger event is a poison event (ErrTooLarge).
@@ -174,6 +177,13 @@ type Field struct {
 }
 
 // Event is one outbox row, mapped to a Kafka record.
+//
+// N.B. an event owns its bytes: Key, Value, ID and the header values are
+// copied out of the pgoutput message into one allocation (a poison event's
+// Row values into another), so that the message is garbage once decoded
+// and columns nobody maps (a wide jsonb, a bytea's hex text) are never held
+// while the record waits for Kafka. The capacities of those slices add up
+// to the allocation, so that counting them counts what is held.
 type Event struct {
 	Table   string // schema-qualified source table
 	Topic   string
@@ -183,7 +193,9 @@ type Event struct {
 	Headers []Header // extra headers, after "id"
 	// Err is set when the row cannot become a record (it wraps one of the
 	// Err* reasons above); Row then holds the row as received, except a
-	// column dropped for its size (DroppedColumn, DroppedBytes).
+	// column dropped for its size (DroppedColumn, DroppedBytes). Key and ID
+	// are set if they were read before the error; Value and Headers are
+	// nil.
 	Err           error
 	Row           []Field
 	DroppedColumn string
@@ -195,6 +207,28 @@ func (e *Event) Size() int {
 	n := len(e.Topic) + len(e.Key) + len(e.Value) + len(e.ID) + 2
 	for _, h := range e.Headers {
 		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// Sizes of what an event holds besides its bytes.
+const (
+	eventBytes  = int(unsafe.Sizeof(Event{}))
+	headerBytes = int(unsafe.Sizeof(Header{}))
+	fieldBytes  = int(unsafe.Sizeof(Field{}))
+)
+
+// Held is the memory the event holds until it is produced: the Event
+// itself, its headers and row, and the bytes it owns (their capacities).
+// Topic, Table, header keys and field names are shared with the relation
+// cache and are not counted.
+func (e *Event) Held() int {
+	n := eventBytes + cap(e.Key) + cap(e.Value) + cap(e.ID) + len(e.Headers)*headerBytes + len(e.Row)*fieldBytes
+	for i := range e.Headers {
+		n += cap(e.Headers[i].Value)
+	}
+	for i := range e.Row {
+		n += cap(e.Row[i].Value)
 	}
 	return n
 }
@@ -285,8 +319,8 @@ func (d *Decoder) InTx() bool { return d.inTx }
 
 // Decode consumes one pgoutput message (the WAL data of one XLogData). It
 // returns a Tx part when one is complete: at every Commit, and inside a
-// transaction whenever its events reach Config.MaxPartBytes. The message
-// buffer must not be reused by the caller: events alias it.
+// transaction whenever what its events hold reaches Config.MaxPartBytes.
+// Nothing returned points into msg: the caller may reuse or drop it.
 func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 	if len(msg) == 0 {
 		return nil, errors.New("empty pgoutput message")
@@ -461,7 +495,9 @@ func (d *Decoder) insert(msg []byte) (*Tx, error) {
 	d.Stats.Inserts++
 	d.cur.Events = append(d.cur.Events, d.event(rel, d.cols))
 	ev := &d.cur.Events[len(d.cur.Events)-1]
-	d.bytes += ev.Size()
+	// N.B. what the event holds, poison events included: a part is a
+	// bound on memory, not only on record bytes.
+	d.bytes += ev.Held()
 	if d.bytes < d.cfg.MaxPartBytes {
 		return nil, nil
 	}
@@ -555,94 +591,166 @@ func typeNames(set []uint32) string {
 	return strings.Join(names, ", ")
 }
 
-// event maps one inserted row. Column data aliases the message buffer.
+// event maps one inserted row, copying what the event keeps out of the
+// message.
 func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
-	ev := Event{Table: rel.qualified}
-	fail := func(err error) Event {
-		ev.Err = err
-		ev.Row = rowOf(rel, cols)
-		return ev
-	}
+	var id, key []byte // as far as they were read: a poison event keeps them
+	fail := func(err error) Event { return poisonEvent(rel, cols, id, key, err, -1) }
 	if rel.err != nil {
 		return fail(rel.err)
 	}
 	if len(cols) != len(rel.columns) {
 		return fail(fmt.Errorf("%w: row has %d columns, relation %s has %d", ErrBadValue, len(cols), rel.qualified, len(rel.columns)))
 	}
-	id := cols[rel.idIdx]
-	switch id.kind {
+	switch c := cols[rel.idIdx]; c.kind {
 	case kindText:
+		id = c.data
 	case kindNull:
 		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullID, d.cfg.IDColumn))
 	default:
-		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.IDColumn, kindName(id.kind)))
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.IDColumn, kindName(c.kind)))
 	}
-	if len(id.data) == 0 {
+	if len(id) == 0 {
 		return fail(fmt.Errorf("%w: column %q is an empty string", ErrNullID, d.cfg.IDColumn))
 	}
-	ev.ID = id.data
-	key := cols[rel.keyIdx]
-	switch key.kind {
+	switch c := cols[rel.keyIdx]; c.kind {
 	case kindText:
+		key = c.data
 	case kindNull:
 		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullKey, d.cfg.KeyColumn))
 	default:
-		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.KeyColumn, kindName(key.kind)))
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.KeyColumn, kindName(c.kind)))
 	}
-	if len(key.data) == 0 {
+	if len(key) == 0 {
 		return fail(fmt.Errorf("%w: column %q is an empty string", ErrEmptyKey, d.cfg.KeyColumn))
 	}
-	ev.Key = key.data
-	switch p := cols[rel.payloadIdx]; p.kind {
-	case kindNull:
-		ev.Value = nil
-	case kindText:
-		if rel.payloadBytea {
-			v, err := decodeBytea(p.data)
-			if err != nil {
-				return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err))
-			}
-			ev.Value = v
-		} else {
-			ev.Value = p.data
-		}
+	// The payload and the header values as sent; a bytea is decoded when
+	// it is copied.
+	p := cols[rel.payloadIdx]
+	switch p.kind {
+	case kindNull, kindText:
 	default:
 		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.PayloadColumn, kindName(p.kind)))
 	}
-	if len(rel.headerIdx) > 0 {
-		ev.Headers = make([]Header, len(rel.headerIdx))
-		for i, ci := range rel.headerIdx {
-			c := cols[ci]
-			ev.Headers[i].Key = d.cfg.HeaderColumns[i].Header
-			switch {
-			case c.kind == kindText && rel.columns[ci].typeOID == oidBytea:
-				v, err := decodeBytea(c.data)
-				if err != nil {
-					return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.HeaderColumns[i].Column, err))
-				}
-				ev.Headers[i].Value = v
-			case c.kind == kindText:
-				ev.Headers[i].Value = c.data
-			case c.kind == kindNull:
-			default:
-				return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.HeaderColumns[i].Column, kindName(c.kind)))
-			}
+	if p.kind == kindText && rel.payloadBytea && !isHexBytea(p.data) {
+		return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, errByteaFormat))
+	}
+	valueLen := decodedLen(p, rel.payloadBytea)
+	n := len(id) + len(key) + valueLen
+	size := len(id) + len(key) + valueLen + 2 // Event.Size of the result
+	for i, ci := range rel.headerIdx {
+		c := cols[ci]
+		switch c.kind {
+		case kindText, kindNull:
+		default:
+			return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.HeaderColumns[i].Column, kindName(c.kind)))
 		}
+		bytea := rel.columns[ci].typeOID == oidBytea
+		if c.kind == kindText && bytea && !isHexBytea(c.data) {
+			return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.HeaderColumns[i].Column, errByteaFormat))
+		}
+		l := decodedLen(c, bytea)
+		n += l
+		size += len(d.cfg.HeaderColumns[i].Header) + l
 	}
 	topic, err := d.topic(rel, cols)
 	if err != nil {
 		return fail(err)
 	}
-	ev.Topic = topic
-	if max := d.cfg.MaxRecordBytes; max > 0 {
-		if size := ev.Size() + recordOverhead; size > max {
-			ev = fail(fmt.Errorf("%w: the record takes about %d bytes, Kafka accepts %d (--kafka-max-message-bytes; the broker's message.max.bytes)", ErrTooLarge, size, max))
-			ev.DroppedColumn = d.cfg.PayloadColumn
-			ev.DroppedBytes = len(cols[rel.payloadIdx].data)
-			ev.Row = append(ev.Row[:rel.payloadIdx:rel.payloadIdx], ev.Row[rel.payloadIdx+1:]...)
+	size += len(topic)
+	if max := d.cfg.MaxRecordBytes; max > 0 && size+recordOverhead > max {
+		// N.B. the payload is not copied: the poison event keeps the rest
+		// of the row for its dead-letter record.
+		ev := poisonEvent(rel, cols, id, key, fmt.Errorf("%w: the record takes about %d bytes, Kafka accepts %d (--kafka-max-message-bytes; the broker's message.max.bytes)", ErrTooLarge, size+recordOverhead, max), rel.payloadIdx)
+		ev.Topic = topic
+		ev.DroppedColumn = d.cfg.PayloadColumn
+		ev.DroppedBytes = len(p.data)
+		return ev
+	}
+
+	// One allocation for the event's bytes: id, header values, key, value.
+	buf := grow(n)
+	ev := Event{Table: rel.qualified, Topic: topic}
+	var off int
+	ev.ID, off = put(buf, off, id)
+	if len(rel.headerIdx) > 0 {
+		ev.Headers = make([]Header, len(rel.headerIdx))
+		for i, ci := range rel.headerIdx {
+			ev.Headers[i].Key = d.cfg.HeaderColumns[i].Header
+			c := cols[ci]
+			if c.kind == kindNull {
+				continue
+			}
+			if rel.columns[ci].typeOID == oidBytea {
+				ev.Headers[i].Value, off, err = putBytea(buf, off, c.data)
+			} else {
+				ev.Headers[i].Value, off = put(buf, off, c.data)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.HeaderColumns[i].Column, err))
+			}
 		}
 	}
+	ev.Key, off = put(buf, off, key)
+	if p.kind == kindText {
+		if rel.payloadBytea {
+			ev.Value, off, err = putBytea(buf, off, p.data)
+		} else {
+			ev.Value, off = put(buf, off, p.data)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err))
+		}
+	}
+	giveRest(buf, off, &ev.Key, &ev.Value)
 	return ev
+}
+
+// grow returns an empty slice with room for n bytes, its capacity what the
+// allocator really gives (its size class), so that it can be counted.
+func grow(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	return slices.Grow([]byte(nil), n)
+}
+
+// put copies b to buf[off:] and returns the copy, its capacity its length
+// (the last piece of an allocation is given the rest), and the new offset.
+// A nil b stays nil; an empty one gives an empty, non-nil copy.
+func put(buf []byte, off int, b []byte) ([]byte, int) {
+	if b == nil {
+		return nil, off
+	}
+	end := off + len(b)
+	v := buf[off:end:end]
+	copy(v, b)
+	return v, end
+}
+
+// putBytea decodes a bytea's hex text to buf[off:] like put.
+func putBytea(buf []byte, off int, b []byte) ([]byte, int, error) {
+	end := off + hex.DecodedLen(len(b)-2)
+	v := buf[off:end:end]
+	if _, err := hex.Decode(v, b[2:]); err != nil {
+		return nil, off, fmt.Errorf("bytea value: %w", err)
+	}
+	return v, end, nil
+}
+
+var errByteaFormat = errors.New("bytea value is not in hex format (bytea_output = 'hex' is required)")
+
+func isHexBytea(b []byte) bool { return len(b) >= 2 && b[0] == '\\' && b[1] == 'x' }
+
+// decodedLen is the bytes a text or NULL column takes once copied.
+func decodedLen(c tupleCol, bytea bool) int {
+	if c.kind != kindText {
+		return 0
+	}
+	if bytea {
+		return hex.DecodedLen(len(c.data) - 2)
+	}
+	return len(c.data)
 }
 
 // topic renders the template for a row, caching the result per value.
@@ -694,27 +802,54 @@ func kindName(k byte) string {
 	return "text"
 }
 
-// decodeBytea decodes PostgreSQL's hex output format (\x...).
-func decodeBytea(b []byte) ([]byte, error) {
-	if len(b) < 2 || b[0] != '\\' || b[1] != 'x' {
-		return nil, errors.New("bytea value is not in hex format (bytea_output = 'hex' is required)")
+// poisonEvent is the event of a row that cannot become a record: the row
+// (without column drop, if drop >= 0) and the id and key read so far, copied
+// out of the message. N.B. the id and key get an allocation of their own:
+// the dead-letter record keeps them, and they must not keep the row alive.
+func poisonEvent(rel *relation, cols []tupleCol, id, key []byte, err error, drop int) Event {
+	ev := Event{Table: rel.qualified, Err: err}
+	buf := grow(len(id) + len(key))
+	off := 0
+	ev.ID, off = put(buf, off, id)
+	ev.Key, off = put(buf, off, key)
+	giveRest(buf, off, &ev.ID, &ev.Key)
+
+	n := 0
+	for i, c := range cols {
+		if i != drop {
+			n += len(c.data)
+		}
 	}
-	out := make([]byte, hex.DecodedLen(len(b)-2))
-	if _, err := hex.Decode(out, b[2:]); err != nil {
-		return nil, fmt.Errorf("bytea value: %w", err)
+	rowBuf := grow(n)
+	off = 0
+	ev.Row = make([]Field, 0, len(cols))
+	var last *[]byte
+	for i, c := range cols {
+		if i == drop {
+			continue
+		}
+		f := Field{Null: c.kind == kindNull}
+		if i < len(rel.columns) {
+			f.Name, f.Type = rel.columns[i].name, rel.columns[i].typeOID
+		}
+		f.Value, off = put(rowBuf, off, c.data)
+		ev.Row = append(ev.Row, f)
+		if f.Value != nil {
+			last = &ev.Row[len(ev.Row)-1].Value
+		}
 	}
-	return out, nil
+	giveRest(rowBuf, off, last)
+	return ev
 }
 
-func rowOf(rel *relation, cols []tupleCol) []Field {
-	row := make([]Field, len(cols))
-	for i, c := range cols {
-		if i < len(rel.columns) {
-			row[i].Name = rel.columns[i].name
-			row[i].Type = rel.columns[i].typeOID
+// giveRest extends the capacity of the last non-nil slice of pieces, which
+// ends at off in buf, to the end of buf: the allocator's slack is counted
+// with it.
+func giveRest(buf []byte, off int, pieces ...*[]byte) {
+	for i := len(pieces) - 1; i >= 0; i-- {
+		if p := pieces[i]; p != nil && *p != nil {
+			*p = buf[off-len(*p) : off : cap(buf)]
+			return
 		}
-		row[i].Null = c.kind == kindNull
-		row[i].Value = c.data
 	}
-	return row
 }

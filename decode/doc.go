@@ -9,5 +9,6 @@
 // and nothing is emitted for a change that is not an insert into an outbox
 // table (or a partition of one, as the caller resolves it: with
 // Config.ResolvePartitions no change of another relation is decoded before
-// Resolve). The package does no I/O and keeps no connection.
+// Resolve); an event owns its bytes, so a message is garbage once decoded.
+// The package does no I/O and keeps no connection.
 package decode

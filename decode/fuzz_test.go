@@ -72,6 +72,9 @@ func checkFuzzTx(t *testing.T, tx *Tx) {
 			if ev.Row == nil {
 				t.Errorf("event %d: Err %v without Row", i, ev.Err)
 			}
+			if ev.Value != nil || ev.Headers != nil {
+				t.Errorf("event %d: Err %v with a Value or Headers: a poison event keeps its Row only", i, ev.Err)
+			}
 			continue
 		}
 		if len(ev.Key) == 0 {

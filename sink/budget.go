@@ -5,21 +5,24 @@ import (
 )
 
 // RecordOverhead is what one buffered record costs in memory beyond its key,
-// value and headers: the record and its bookkeeping in the client, the
-// decoded event and the replication message its fields point into. It is
-// counted against MaxInflightBytes with every record, so that the limit
-// bounds memory and not only payload bytes.
+// value and headers: the record and its bookkeeping in the client and the
+// producing goroutine. It is counted against MaxInflightBytes with every
+// record, so that the limit bounds memory and not only payload bytes.
 //
 // N.B. measured for the outbox rows of the benchmark (~310-byte payloads):
 // about 1.2 KiB of heap per buffered record against ~380 bytes of key,
-// value and headers.
+// value and headers, when the record still pointed into its replication
+// message; decode now copies the record's bytes out of it.
 const RecordOverhead = 1024
 
 // recordCost is what r counts against MaxInflightBytes.
+//
+// N.B. capacities, not lengths: decode gives the allocator's slack of an
+// event's bytes to its last slice, so the sum is what the record holds.
 func recordCost(r *kgo.Record) int64 {
-	n := len(r.Key) + len(r.Value) + RecordOverhead
+	n := cap(r.Key) + cap(r.Value) + RecordOverhead
 	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
+		n += len(h.Key) + cap(h.Value)
 	}
 	return int64(n)
 }
