@@ -8,7 +8,7 @@ import (
 	"github.com/walrelay/walrelay/test/harness"
 )
 
-// TestTransactionLongerThanTheDeliveryTimeout: one transaction of 300,000
+// TestTransactionLongerThanTheDeliveryTimeout: one transaction of 600,000
 // rows takes several times --kafka-delivery-timeout (2s) to relay, while
 // Kafka acknowledges all along. The delivery timeout bounds how long a
 // record waits for Kafka, not how long a transaction takes: it arrives
@@ -22,7 +22,7 @@ func TestTransactionLongerThanTheDeliveryTimeout(t *testing.T) {
 	relay := e.startRelay(t, "--kafka-delivery-timeout", "2s")
 	relay.WaitStreaming()
 
-	const n = 300000
+	const n = 600000
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 97), 'OrderCreated',
 		jsonb_build_object('seq', 1 + i / 97, 'pad', repeat('p', 100)) FROM generate_series(0, $2 - 1) i`, e.AggType(0), n)
 	committed := time.Now()
