@@ -6,5 +6,6 @@
 // has acknowledged.
 // Invariant: the sink never confirms an LSN itself and never swallows a
 // failed record: the first record that finally fails is reported on Err and
-// nothing after it is acknowledged to the checkpoint in its place.
+// nothing after it is acknowledged to the checkpoint in its place. Only a
+// record refused on its own is dead-lettered, never one whose batch was.
 package sink

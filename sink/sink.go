@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,8 +33,10 @@ type Config struct {
 	// payloads are JSON, which lz4 shrinks by about half for a few percent
 	// of one core, and every Kafka consumer since 0.8.2 reads it.
 	Compression string
-	// DeliveryTimeout bounds how long a record may be retried before it
-	// finally fails (Java's delivery.timeout.ms). Default 2m.
+	// DeliveryTimeout bounds how long a record may wait for Kafka's
+	// acknowledgement after it was handed to the client, retries included,
+	// before it finally fails (Java's delivery.timeout.ms). It does not
+	// bound how long a transaction takes. Default 2m.
 	DeliveryTimeout time.Duration
 	// MaxInflightBytes bounds the records buffered or in flight, each
 	// counted as its key, value and headers plus RecordOverhead, so that
@@ -38,8 +44,10 @@ type Config struct {
 	// Default 64 MiB.
 	MaxInflightBytes int
 	// MaxMessageBytes is the largest record batch sent (the broker's
-	// message.max.bytes). A larger record fails. Default 1048588, Kafka's
-	// broker default.
+	// message.max.bytes). A topic whose own max.message.bytes is smaller
+	// gets batches of at most that; a record larger than its topic's cap
+	// on its own is dead-lettered. Default 1048588, Kafka's broker
+	// default.
 	MaxMessageBytes int32
 	// Linger is how long a partition waits for more records before sending.
 	// Default 0: send as soon as a request can be built.
@@ -64,6 +72,10 @@ type Config struct {
 	DeadLetterTopic string
 	// Metrics, if set, counts published, dead-lettered and failed records.
 	Metrics *metrics.Metrics
+	// Isolation carries across restarts the records to produce one at a
+	// time after Kafka rejected a batch of them. Default nil: the sink's
+	// own, which does not outlive it.
+	Isolation *Isolation
 }
 
 var compressions = map[string]kgo.CompressionCodec{
@@ -159,20 +171,27 @@ type Sink struct {
 	adm     *kadm.Client
 	tr      *checkpoint.Tracker
 	metrics *metrics.Metrics
-	known   map[string]bool // used by the producing goroutine only
-	cur     *checkpoint.Tx
 	failed  chan struct{}
+	closing chan struct{}
+	budget  *budget.Budget
+	limits  *topicLimits
+	clock   handoffClock
 
-	// Records Kafka refused go to the dead-letter loop.
-	ctx      context.Context
-	cancel   context.CancelFunc
-	closing  chan struct{}
-	loopDone chan struct{}
-	rejects  rejections
-	budget   *budget.Budget
+	// Used by the producing goroutine only.
+	known      map[string]int32 // checked topics and their batch caps
+	cur        *checkpoint.Tx
+	h, last    *handoff // the open handoff; the last one sealed
+	hn         int      // records in h (or last)
+	handoffAge time.Duration
+	isoThrough pglogrepl.LSN   // isolating the transactions up to this commit LSN
+	isoTopics  map[string]bool // of these topics; nil when not isolating
 
-	errOnce sync.Once
-	err     error
+	iso        *Isolation
+	lastCommit atomic.Uint64 // commit LSN of the newest transaction begun
+
+	errOnce   sync.Once
+	err       error
+	closeOnce sync.Once
 }
 
 // New builds a client; it does not connect until Ping or Produce.
@@ -182,6 +201,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	}
 	cfg = cfg.withDefaults()
 	log = log.Named("sink")
+	limits := &topicLimits{def: cfg.MaxMessageBytes}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -203,7 +223,11 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		// partition for the same aggregate id.
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.ProducerBatchCompression(compressions[cfg.Compression]),
-		kgo.ProducerBatchMaxBytes(cfg.MaxMessageBytes),
+		// N.B. each topic's batches are capped at its own max.message.bytes
+		// when that is smaller (read in ensureTopic before the topic's first
+		// record): a broker rejects a larger batch as a whole, and franz-go
+		// then fails every buffered record of the partition with it.
+		kgo.ProducerBatchMaxBytesFn(limits.batchMax),
 		// N.B. the budget (reserve) binds first: it counts every record's
 		// overhead too.
 		kgo.MaxBufferedBytes(cfg.MaxInflightBytes),
@@ -216,30 +240,35 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sink{
-		cfg:      cfg,
-		log:      log,
-		cl:       cl,
-		adm:      kadm.NewClient(cl),
-		tr:       tr,
-		metrics:  cfg.Metrics,
-		known:    make(map[string]bool),
-		failed:   make(chan struct{}),
-		ctx:      ctx,
-		cancel:   cancel,
-		closing:  make(chan struct{}),
-		loopDone: make(chan struct{}),
-		rejects:  rejections{ready: make(chan struct{}, 1)},
-		budget:   budget.New(int64(cfg.MaxInflightBytes)),
+		cfg:        cfg,
+		log:        log,
+		cl:         cl,
+		adm:        kadm.NewClient(cl),
+		tr:         tr,
+		metrics:    cfg.Metrics,
+		known:      make(map[string]int32),
+		failed:     make(chan struct{}),
+		closing:    make(chan struct{}),
+		budget:     budget.New(int64(cfg.MaxInflightBytes)),
+		limits:     limits,
+		handoffAge: cfg.DeliveryTimeout / 16,
+		iso:        cfg.Isolation,
 	}
-	go s.deadLetterLoop()
+	if s.iso == nil {
+		s.iso = NewIsolation()
+	}
+	if through, topics := s.iso.snapshot(); topics != nil {
+		s.isoThrough, s.isoTopics = through, topics
+		log.Warn("kafka rejected a record batch: producing the records of its topics one at a time, to find the record at fault",
+			zap.Strings("topics", slices.Sorted(maps.Keys(topics))), zap.Stringer("through_commit_lsn", through))
+	}
 	go s.watchdog()
 	return s, nil
 }
 
-// watchdog fails the sink when a transaction stays unacknowledged longer
-// than the delivery timeout after it was handed to the client.
+// watchdog fails the sink when a record stays unacknowledged longer than
+// the delivery timeout after it was handed to the client.
 func (s *Sink) watchdog() {
 	every := min(time.Second, s.cfg.DeliveryTimeout/4)
 	tick := time.NewTicker(every)
@@ -250,10 +279,10 @@ func (s *Sink) watchdog() {
 			return
 		case <-tick.C:
 		}
-		if _, _, oldest := s.tr.InFlight(); !oldest.IsZero() {
+		if oldest := s.clock.oldest(); !oldest.IsZero() {
 			if age := time.Since(oldest); age > s.cfg.DeliveryTimeout {
 				s.metrics.Failure()
-				s.fail(fmt.Errorf("kafka has not acknowledged a transaction handed to it %s ago (--kafka-delivery-timeout %s): %w",
+				s.fail(fmt.Errorf("kafka has not acknowledged a record handed to it %s ago (--kafka-delivery-timeout %s): %w",
 					age.Round(time.Second), s.cfg.DeliveryTimeout, kgo.ErrRecordTimeout))
 				return
 			}
@@ -314,14 +343,23 @@ func (s *Sink) fail(err error) {
 }
 
 // Produce hands one Tx part to Kafka asynchronously. It blocks only while
-// MaxInflightBytes are buffered. A part whose events include a poison event
-// halts: its earlier events are produced, nothing from the poison event on.
+// MaxInflightBytes are buffered, or for each record it isolates. A part
+// whose events include a poison event halts: its earlier events are
+// produced, nothing from the poison event on.
 func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
 	if tx.First {
+		if s.isoTopics != nil && tx.CommitLSN > s.isoThrough {
+			// N.B. every isolated record before this transaction was
+			// acknowledged (or dead-lettered) one at a time.
+			s.iso.finish(s.isoThrough)
+			s.log.Info("isolation done: producing in batches again", zap.Stringer("through_commit_lsn", s.isoThrough))
+			s.isoThrough, s.isoTopics = 0, nil
+		}
 		s.cur = s.tr.Begin(tx.CommitLSN)
+		s.lastCommit.Store(uint64(tx.CommitLSN))
 	}
 	if s.cur == nil {
 		return fmt.Errorf("transaction %d part without its first part", tx.Xid)
@@ -333,15 +371,17 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		return err
 	}
 	if n := len(tx.Events); n > 0 {
+		defer s.sealHandoff()
 		extra := len(tx.Events[0].Headers) + 1
 		recs := make([]kgo.Record, n)
 		hdrs := make([]kgo.RecordHeader, 0, n*extra)
-		a := &txAcks{s: s, x: s.cur, meta: partMeta(tx)}
-		promise := a.done
+		meta := partMeta(tx)
+		var a *txAcks
+		var err error
 		for i := range tx.Events {
 			ev := &tx.Events[i]
 			if ev.Err != nil {
-				if err := s.poison(ctx, tx, ev, a); err != nil {
+				if a, err = s.poison(ctx, tx, ev, a, meta); err != nil {
 					return err
 				}
 				continue
@@ -357,11 +397,25 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 			r.Value = ev.Value
 			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 			r.Timestamp = tx.CommitTime
-			if err := s.reserve(ctx, r); err != nil {
+			if limit := s.known[r.Topic]; loneBatchBytes(r) > int(limit) {
+				// N.B. too large for its topic on its own, so in any batch:
+				// the client would fail it alone (kerr.MessageTooLarge).
+				if a, err = s.rejectTooLarge(ctx, tx, r, limit, a, meta); err != nil {
+					return err
+				}
+				continue
+			}
+			if s.isolated(tx, r.Topic) {
+				if err := s.produceIsolated(ctx, tx, r, meta); err != nil {
+					return err
+				}
+				continue
+			}
+			if a, err = s.handOver(ctx, r, a, meta); err != nil {
 				return err
 			}
 			s.cur.Add(1)
-			s.cl.Produce(ctx, r, promise)
+			s.cl.Produce(ctx, r, a.done)
 		}
 	}
 	if tx.Last {
@@ -369,6 +423,48 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		s.cur = nil
 	}
 	return nil
+}
+
+// handOver reserves r's bytes and counts r in the open handoff, returning
+// the promise to produce it with (a, or a new one when the handoff
+// changed).
+func (s *Sink) handOver(ctx context.Context, r *kgo.Record, a *txAcks, meta recordMeta) (*txAcks, error) {
+	cost := recordCost(r)
+	if !s.budget.TryAcquire(cost) {
+		// N.B. waiting for room is not waiting for Kafka: the handoff is
+		// sealed meanwhile, and the records after the wait are timed anew
+		// unless the handoff is still young.
+		s.sealHandoff()
+		if !s.budget.Acquire(ctx, cost, s.failed) {
+			if err := s.Err(); err != nil {
+				return nil, err
+			}
+			return nil, ctx.Err()
+		}
+	}
+	if s.h == nil || s.hn >= handoffRecords {
+		s.sealHandoff()
+		if l := s.last; l != nil && s.hn < handoffRecords && time.Since(l.at) < s.handoffAge && l.reopen() {
+			s.h = l
+		} else {
+			s.h, s.hn = s.clock.open(), 0
+		}
+		s.last = nil
+	}
+	if a == nil || a.h != s.h {
+		a = &txAcks{s: s, x: s.cur, meta: meta, h: s.h}
+	}
+	s.hn++
+	s.h.pending.Add(1)
+	return a, nil
+}
+
+// sealHandoff ends the open handoff; the next records may reopen it.
+func (s *Sink) sealHandoff() {
+	if s.h != nil {
+		s.clock.seal(s.h)
+		s.last, s.h = s.h, nil
+	}
 }
 
 // produceNull acknowledges the part's events without producing them.
@@ -392,33 +488,47 @@ func (s *Sink) produceNull(tx *decode.Tx) error {
 }
 
 // poison dead-letters a poison event, or halts.
-func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *txAcks) error {
+func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *txAcks, meta recordMeta) (*txAcks, error) {
 	if s.cfg.OnPoison == OnPoisonHalt {
-		return fmt.Errorf("%w: table %s, xid %d, commit lsn %s, id %q: %w (--on-poison=halt: nothing from this event on is confirmed)",
+		return a, fmt.Errorf("%w: table %s, xid %d, commit lsn %s, id %q: %w (--on-poison=halt: nothing from this event on is confirmed)",
 			ErrPoison, ev.Table, tx.Xid, tx.CommitLSN, ev.ID, ev.Err)
 	}
-	dl := s.deadLetterEvent(tx, ev)
+	dl, err := s.deadLetterEvent(tx, ev)
+	if err != nil {
+		return a, err
+	}
 	s.log.Warn("poison event: dead-lettered", zap.String("table", ev.Table), zap.Uint32("xid", tx.Xid),
 		zap.Stringer("commit_lsn", tx.CommitLSN), zap.ByteString("id", ev.ID), zap.String("topic", s.cfg.DeadLetterTopic), zap.Error(ev.Err))
 	s.metrics.DeadLetter(decode.Reason(ev.Err))
-	if err := s.reserve(ctx, dl); err != nil {
-		return err
-	}
-	s.cur.Add(1)
-	s.cl.Produce(ctx, dl, a.deadLetteredReserved)
-	return nil
+	return s.produceDeadLetter(ctx, dl, a, meta)
 }
 
-// reserve counts r against MaxInflightBytes, waiting while they are used
-// up. The record's promise releases it.
-func (s *Sink) reserve(ctx context.Context, r *kgo.Record) error {
-	if s.budget.Acquire(ctx, recordCost(r), s.failed) {
-		return nil
+// rejectTooLarge dead-letters a record too large for its topic, or halts.
+func (s *Sink) rejectTooLarge(ctx context.Context, tx *decode.Tx, r *kgo.Record, limit int32, a *txAcks, meta recordMeta) (*txAcks, error) {
+	err := tooLargeErr(r.Topic, loneBatchBytes(r), limit)
+	if s.cfg.OnPoison == OnPoisonHalt {
+		return a, fmt.Errorf("%w: xid %d, commit lsn %s: %w (--on-poison=halt: nothing from this event on is confirmed)", ErrPoison, tx.Xid, tx.CommitLSN, err)
 	}
-	if err := s.Err(); err != nil {
-		return err
+	dl, ferr := s.deadLetterRejected(r, err, meta)
+	if ferr != nil {
+		return a, ferr
 	}
-	return ctx.Err()
+	s.log.Warn("record too large for its topic: dead-lettered", zap.String("topic", r.Topic), zap.String("table", meta.table),
+		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(err))
+	s.metrics.DeadLetter(string(dl.Headers[0].Value))
+	return s.produceDeadLetter(ctx, dl, a, meta)
+}
+
+// produceDeadLetter hands a dead-letter record to the client; its promise
+// acknowledges the event.
+func (s *Sink) produceDeadLetter(ctx context.Context, dl *kgo.Record, a *txAcks, meta recordMeta) (*txAcks, error) {
+	a, err := s.handOver(ctx, dl, a, meta)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Add(1)
+	s.cl.Produce(ctx, dl, a.deadLettered)
+	return a, nil
 }
 
 // InflightBytes is what the records produced and not yet finished count
@@ -439,26 +549,31 @@ func partMeta(tx *decode.Tx) recordMeta {
 	return recordMeta{table: table, commitLSN: tx.CommitLSN, xid: tx.Xid}
 }
 
+// txAcks is the promise of one Tx part's records in one handoff.
 type txAcks struct {
 	s    *Sink
 	x    *checkpoint.Tx
 	meta recordMeta
+	h    *handoff
 }
 
 func (a *txAcks) done(r *kgo.Record, err error) {
 	a.s.budget.Release(recordCost(r))
+	a.h.pending.Add(-1)
 	if err != nil {
-		if rejected(err) && a.s.cfg.OnPoison == OnPoisonDeadLetter {
-			// Kafka refused the record itself: park it, and acknowledge the
-			// event once the dead-letter record is written.
-			a.s.rejects.push(rejection{rec: r, err: err, acks: a})
-			return
-		}
 		if !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
 			a.s.metrics.Failure() // not the records a discarded client gives back
 		}
 		if rejected(err) {
-			err = fmt.Errorf("%w: %w (--on-poison=halt)", ErrPoison, err)
+			// N.B. the broker's error is the batch's, and franz-go fails
+			// every buffered record of the partition with it: which record
+			// is at fault is unknown, so none is dead-lettered here. The
+			// relay restarts from the confirmed position and the next sink
+			// produces this topic's records one at a time up to the newest
+			// transaction begun so far, which holds every record buffered
+			// now.
+			a.s.iso.add(r.Topic, pglogrepl.LSN(a.s.lastCommit.Load()))
+			err = fmt.Errorf("%w: %w", ErrBatchRejected, err)
 		}
 		// N.B. no Ack: the watermark stays below this transaction, and the
 		// relay restarts from it.
@@ -469,14 +584,10 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 	a.x.Ack()
 }
 
-// deadLetteredReserved is deadLettered for a record that Produce reserved.
-func (a *txAcks) deadLetteredReserved(r *kgo.Record, err error) {
-	a.s.budget.Release(recordCost(r))
-	a.deadLettered(r, err)
-}
-
 // deadLettered acknowledges an event once its dead-letter record is written.
 func (a *txAcks) deadLettered(r *kgo.Record, err error) {
+	a.s.budget.Release(recordCost(r))
+	a.h.pending.Add(-1)
 	if err != nil {
 		// N.B. an event that cannot be parked is never dropped: halt.
 		a.s.metrics.Failure()
@@ -491,7 +602,7 @@ func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) error {
 	var missing []string
 	for i := range events {
 		t := events[i].Topic
-		if t == "" || s.known[t] || events[i].Err != nil {
+		if _, ok := s.known[t]; t == "" || ok || events[i].Err != nil {
 			continue
 		}
 		dup := false
@@ -508,16 +619,17 @@ func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) error {
 	return s.ensureTopic(ctx, missing...)
 }
 
-// ensureTopic checks topics, creating missing ones if allowed.
+// ensureTopic checks topics, creating missing ones if allowed, and reads
+// their batch caps.
 func (s *Sink) ensureTopic(ctx context.Context, missing ...string) error {
 	details, err := s.adm.ListTopics(ctx, missing...)
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
+	created := false
 	for _, t := range missing {
 		d, ok := details[t]
 		if ok && d.Err == nil {
-			s.known[t] = true
 			continue
 		}
 		if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
@@ -532,7 +644,16 @@ func (s *Sink) ensureTopic(ctx context.Context, missing ...string) error {
 		}
 		s.log.Info("created topic", zap.String("topic", t),
 			zap.Int32("partitions", s.cfg.TopicPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
-		s.known[t] = true
+		created = true
+	}
+	for t, limit := range s.describeLimits(ctx, missing, created) {
+		if limit < s.cfg.MaxMessageBytes {
+			s.log.Info("topic accepts smaller batches than --kafka-max-message-bytes: capping its batches", zap.String("topic", t), zap.Int32("max_message_bytes", limit))
+		}
+		// N.B. stored before the topic's first record: the client reads
+		// the cap when it first meets a partition of the topic.
+		s.limits.m.Store(t, limit)
+		s.known[t] = limit
 	}
 	return nil
 }
@@ -555,10 +676,10 @@ func (s *Sink) Flush(ctx context.Context) error {
 // Close discards the client. Records not yet acknowledged are failed; call
 // Flush first to wait for them.
 func (s *Sink) Close() {
-	close(s.closing)
-	s.cancel()
-	<-s.loopDone
-	s.cl.Close()
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.cl.Close()
+	})
 }
 
 // zapLogger adapts zap to franz-go's logger.

@@ -1,9 +1,11 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,7 +79,17 @@ func readAll(t *testing.T, c *kfake.Cluster, topic string, n int) []*kgo.Record 
 	var recs []*kgo.Record
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for len(recs) < n && ctx.Err() == nil {
+	for (n < 0 || len(recs) < n) && ctx.Err() == nil {
+		if n < 0 {
+			// n < 0: everything the topic holds.
+			ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n = 0
+			ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
+			continue
+		}
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
 	}
 	if len(recs) != n {
@@ -157,63 +169,247 @@ func rejectTopic(t *testing.T, c *kfake.Cluster, topic string, code int16) {
 	})
 }
 
-func TestRecordRejectedByTheBrokerIsDeadLettered(t *testing.T) {
-	c := newCluster(t)
-	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute)
-	ctx := context.Background()
-	if err := s.Produce(ctx, tx(1, start+100, event("good", "k1", "id1"))); err != nil {
+// rejectKey makes the broker reject every produce batch of topic that
+// holds key (records are uncompressed), as Kafka rejects a whole batch for
+// one record it refuses; other batches are written.
+func rejectKey(t *testing.T, c *kfake.Cluster, topic string, key []byte, code int16) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Flush(ctx); err != nil {
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, topic)
+	if err != nil {
 		t.Fatal(err)
 	}
-	rejectTopic(t, c, "strict", kerr.InvalidRecord.Code)
-	if err := s.Produce(ctx, tx(2, start+200, event("strict", "k2", "id2"))); err != nil {
-		t.Fatal(err)
+	id := [16]byte(resp.ID)
+	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		hit := false
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				hit = hit || (rt.Topic == topic || rt.TopicID == id) && bytes.Contains(rp.Records, key)
+			}
+		}
+		if !hit {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				// N.B. the whole request fails, so that no batch is
+				// written twice under one sequence.
+				sp.ErrorCode = code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+func waitFailed(t *testing.T, s *Sink) error {
+	t.Helper()
+	select {
+	case <-s.Failed():
+		return s.Err()
+	case <-time.After(20 * time.Second):
+		t.Fatal("the sink did not fail")
+		return nil
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.Watermark() != start+200 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got := tr.Watermark(); got != start+200 {
-		t.Fatalf("watermark %s, want %s once the rejected record is dead-lettered", got, start+200)
-	}
-	if err := s.Err(); err != nil {
-		t.Fatalf("sink failed: %v", err)
-	}
-	d := readAll(t, c, "walrelay.dlq", 1)[0]
-	if got := header(d, HeaderErrorClass); got != "rejected_by_broker" {
-		t.Errorf("class %q", got)
-	}
-	if got := header(d, HeaderTopic); got != "strict" {
-		t.Errorf("original topic %q", got)
-	}
-	if got := header(d, HeaderEventID); got != "id2" {
-		t.Errorf("event id %q", got)
-	}
-	if got := header(d, HeaderXid); got != "2" {
-		t.Errorf("xid %q", got)
+}
+
+// TestBatchRejectionIsolatesTheRecordAtFault: the broker rejects each
+// batch holding one bad record. Nothing is dead-lettered and nothing
+// confirmed past it by the sink that saw the batch fail; the next sink,
+// given the same Isolation (as the relay restarts from the confirmed
+// position), produces that topic's records one at a time and dead-letters
+// only the bad one; the others arrive, and a later transaction ends the
+// isolation.
+func TestBatchRejectionIsolatesTheRecordAtFault(t *testing.T) {
+	for _, code := range []int16{kerr.InvalidRecord.Code, kerr.CorruptMessage.Code, kerr.MessageTooLarge.Code, kerr.InvalidTimestamp.Code, kerr.RecordListTooLarge.Code} {
+		t.Run(kerr.ErrorForCode(code).Error()[:16], func(t *testing.T) {
+			c := newCluster(t)
+			rejectKey(t, c, "strict", []byte("bad-key"), code)
+			iso := NewIsolation()
+			none := func(cfg *Config) { cfg.Compression = "none"; cfg.Isolation = iso }
+			txs := []*decode.Tx{
+				tx(1, start+100, event("strict", "k1", "id1"), event("strict", "k1", "id2")),
+				tx(2, start+200, event("strict", "k1", "id3"), event("strict", "bad-key", "id-bad"), event("strict", "k1", "id4")),
+				tx(3, start+300, event("strict", "k1", "id5")),
+			}
+			s1, tr1 := newSink(t, c, OnPoisonDeadLetter, time.Minute, none)
+			for _, x := range txs {
+				if err := s1.Produce(context.Background(), x); err != nil && !errors.Is(err, ErrBatchRejected) {
+					t.Fatal(err)
+				}
+			}
+			err := waitFailed(t, s1)
+			if !errors.Is(err, ErrBatchRejected) || errors.Is(err, ErrPoison) {
+				t.Fatalf("first sink: %v, want ErrBatchRejected", err)
+			}
+			confirmed := tr1.Watermark()
+			if confirmed >= start+200 {
+				t.Fatalf("watermark %s passed the rejected transaction", confirmed)
+			}
+			if !iso.Active() {
+				t.Fatal("the rejection did not start an isolation")
+			}
+			s1.Close()
+
+			// The relay's next attempt: from the confirmed position.
+			tr2 := checkpoint.New(confirmed)
+			cfg := Config{Brokers: c.ListenAddrs(), CreateTopics: true, TopicPartitions: 1, DeliveryTimeout: time.Minute, MaxMessageBytes: 10000}
+			none(&cfg)
+			s2, err := New(cfg, tr2, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			ctx := context.Background()
+			if err := s2.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range append(txs, tx(4, start+400, event("strict", "k1", "id6"))) {
+				if x.EndLSN <= confirmed {
+					continue
+				}
+				if err := s2.Produce(ctx, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s2.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := tr2.Watermark(); got != start+400 {
+				t.Errorf("watermark %s, want %s", got, start+400)
+			}
+			if iso.Active() {
+				t.Errorf("isolation still active after a transaction past it")
+			}
+			ids := map[string]bool{}
+			for _, r := range readAll(t, c, "strict", -1) {
+				ids[header(r, "id")] = true
+			}
+			for _, id := range []string{"id1", "id2", "id3", "id4", "id5", "id6"} {
+				if !ids[id] {
+					t.Errorf("record %s missing from the topic (have %v)", id, ids)
+				}
+			}
+			if ids["id-bad"] {
+				t.Errorf("the rejected record is in the topic")
+			}
+			dead := readAll(t, c, "walrelay.dlq", 1)
+			if got := header(dead[0], HeaderEventID); got != "id-bad" {
+				t.Errorf("dead-lettered %q, want only id-bad", got)
+			}
+			if got := header(dead[0], HeaderTopic); got != "strict" {
+				t.Errorf("original topic %q", got)
+			}
+		})
 	}
 }
 
 func TestHaltOnARejectedRecordKeepsTheWatermark(t *testing.T) {
 	c := newCluster(t)
-	s, tr := newSink(t, c, OnPoisonHalt, time.Minute)
 	rejectTopic(t, c, "strict", kerr.InvalidRecord.Code)
+	iso := NewIsolation()
 	ctx := context.Background()
-	if err := s.Produce(ctx, tx(1, start+100, event("strict", "k", "id"))); err != nil {
+	s1, tr := newSink(t, c, OnPoisonHalt, time.Minute, func(cfg *Config) { cfg.Isolation = iso })
+	if err := s1.Produce(ctx, tx(1, start+100, event("strict", "k", "id"))); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.Failed():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the sink did not fail")
+	if err := waitFailed(t, s1); !errors.Is(err, ErrBatchRejected) {
+		t.Fatalf("first sink: %v, want ErrBatchRejected", err)
 	}
-	if !errors.Is(s.Err(), ErrPoison) {
-		t.Errorf("error %v, want ErrPoison", s.Err())
+	s2, tr2 := newSink(t, c, OnPoisonHalt, time.Minute, func(cfg *Config) { cfg.Isolation = iso })
+	err := s2.Produce(ctx, tx(1, start+100, event("strict", "k", "id")))
+	if !errors.Is(err, ErrPoison) || !errors.Is(err, kerr.InvalidRecord) {
+		t.Errorf("isolating sink: %v, want ErrPoison wrapping INVALID_RECORD", err)
 	}
-	if got := tr.Watermark(); got != start {
-		t.Errorf("watermark %s moved past the rejected record", got)
+	if tr.Watermark() != start || tr2.Watermark() != start {
+		t.Errorf("watermark moved past the rejected record")
+	}
+}
+
+// TestTopicLimitCapsBatches: a topic whose max.message.bytes (6000) is
+// below the batch size: every record that fits on its own arrives, in
+// order; only the one larger than the topic's limit is dead-lettered.
+func TestTopicLimitCapsBatches(t *testing.T) {
+	c := newCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	limit := "6000"
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, "small"); err != nil {
+		t.Fatal(err)
+	}
+	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute, func(cfg *Config) {
+		cfg.Compression = "none"
+		cfg.MaxMessageBytes = 1 << 20
+		cfg.MaxInflightBytes = 64 << 20
+	})
+	var evs []decode.Event
+	for i := range 40 {
+		ev := event("small", "k", fmt.Sprint("id", i))
+		ev.Value = []byte(fmt.Sprintf(`{"seq":%d,"pad":"%s"}`, i, strings.Repeat("p", 500)))
+		evs = append(evs, ev)
+		if i == 20 {
+			big := event("small", "k", "id-big")
+			big.Value = []byte(strings.Repeat("b", 7000))
+			evs = append(evs, big)
+		}
+	}
+	ctx := context.Background()
+	if err := s.Produce(ctx, tx(1, start+100, evs...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Watermark(); got != start+100 {
+		t.Errorf("watermark %s, want %s", got, start+100)
+	}
+	for i, r := range readAll(t, c, "small", 40) {
+		if want := fmt.Sprint("id", i); header(r, "id") != want {
+			t.Errorf("record %d: id %s, want %s", i, header(r, "id"), want)
+		}
+	}
+	d := readAll(t, c, "walrelay.dlq", 1)[0]
+	if header(d, HeaderEventID) != "id-big" || header(d, HeaderErrorClass) != "too_large" || header(d, HeaderDropped) != "value" || header(d, HeaderDroppedBytes) != "7000" {
+		t.Errorf("dead-letter record headers %v", d.Headers)
+	}
+}
+
+// TestDeliveryTimeoutTimesRecordsNotTransactions: a transaction whose
+// parts arrive over three delivery timeouts, each part acknowledged at
+// once, completes; so does the wait between its parts.
+func TestDeliveryTimeoutTimesRecordsNotTransactions(t *testing.T) {
+	c := newCluster(t)
+	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Second)
+	ctx := context.Background()
+	const parts = 12
+	for i := range parts {
+		part := tx(1, start+100, event("orders", "k", fmt.Sprint("id", i)))
+		part.First, part.Last = i == 0, i == parts-1
+		if err := s.Produce(ctx, part); err != nil {
+			t.Fatalf("part %d: %v", i, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Watermark(); got != start+100 {
+		t.Errorf("watermark %s, want %s", got, start+100)
 	}
 }
 

@@ -34,6 +34,11 @@ type relay struct {
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
 	current atomic.Pointer[pipeline]
 	kafkaOK atomic.Bool
+
+	// iso outlives the attempts: after Kafka rejected a record batch, the
+	// next attempts produce its topic's records one at a time until the
+	// record at fault is found (sink.Isolation).
+	iso *sink.Isolation
 }
 
 // pipeline is the live state of one attempt, read by the HTTP handlers and
@@ -136,6 +141,9 @@ func (r *relay) run(ctx context.Context, stop <-chan struct{}) error {
 	const minBackoff, maxBackoff = 500 * time.Millisecond, 30 * time.Second
 	backoff := minBackoff
 	var waiting error // the sentinel of the wait being logged, if any
+	if r.iso == nil {
+		r.iso = sink.NewIsolation()
+	}
 	r.beat.Store(time.Now().UnixNano())
 	defer r.metrics.SetState(metrics.StateStopping)
 	for {
@@ -246,6 +254,7 @@ func (r *relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	tr := checkpoint.New(st.ConfirmedFlush)
 	sc := r.sc
 	sc.Metrics = r.metrics
+	sc.Isolation = r.iso
 	snk, err := sink.New(sc, tr, r.log)
 	if err != nil {
 		return err
