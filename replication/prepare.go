@@ -27,6 +27,10 @@ type Config struct {
 	// Tables are the outbox tables the publication must contain, schema
 	// qualified. Default public.outbox.
 	Tables []string
+	// Columns are the outbox columns walrelay maps (id, key, payload,
+	// header and topic template columns): a publication's column list must
+	// keep each. Default none.
+	Columns []string
 	// Create creates a missing publication and slot. Without it their
 	// absence is an error.
 	Create bool
@@ -440,12 +444,26 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 		return "", setupErrorf("publication %q does not include table %s: run %s%s",
 			cfg.Publication, strings.Join(missing, ", "), strings.Join(fixes, " "), viaRootFix(pub, pubViaRoot || len(partitioned) == 0))
 	}
+	var errs []error
 	if len(partitioned) > 0 && !pubViaRoot {
 		// N.B. without publish_via_partition_root pgoutput names each row
 		// after its partition; walrelay would have to guess which outbox
 		// a partition belongs to, and cannot once the partition is dropped.
-		return "", setupErrorf("publication %q sends the rows of partitioned outbox %s under each partition's name (publish_via_partition_root is off): run%s",
-			cfg.Publication, strings.Join(partitioned, ", "), viaRootFix(pub, false))
+		errs = append(errs, setupErrorf("publication %q sends the rows of partitioned outbox %s under each partition's name (publish_via_partition_root is off): run%s",
+			cfg.Publication, strings.Join(partitioned, ", "), viaRootFix(pub, false)))
+	}
+	// N.B. row filters and column lists are PostgreSQL 15+ (prqual,
+	// prattrs); a FOR ALL TABLES publication has neither.
+	if version >= 150000 && !allTables {
+		if err := checkRowsAndColumns(ctx, conn, cfg, pubOID); err != nil {
+			if !errors.Is(err, ErrSetup) {
+				return "", err
+			}
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return "", errors.Join(errs...)
 	}
 	return fmt.Sprintf("publishes inserts of %s", strings.Join(cfg.Tables, ", ")), nil
 }

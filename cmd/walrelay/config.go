@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -67,7 +69,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.publication, "publication", "walrelay", "publication to stream")
 	fs.StringVar(&cfg.slot, "slot", "walrelay", "logical replication slot (pgoutput)")
 	fs.StringVar(&cfg.tables, "table", "public.outbox", "outbox table, schema-qualified; a comma list makes every listed table an outbox")
-	fs.BoolVar(&cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert')) and the slot when missing")
+	fs.BoolVar(&cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true)) and the slot when missing")
 	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
 	fs.BoolVar(&cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
@@ -228,6 +230,10 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		HeaderColumns:  headers,
 		Topic:          c.topic,
 		MaxRecordBytes: c.maxMessageBytes,
+	}
+	// N.B. a bad template is reported by dc.Validate.
+	if mapped, err := mappedColumns(dc); err == nil {
+		rc.Columns = slices.Sorted(maps.Keys(mapped))
 	}
 	sc := sink.Config{
 		Brokers:                splitList(c.brokers),

@@ -431,6 +431,23 @@ func (r *relay) drain(ctx context.Context, snk *sink.Sink, tr *checkpoint.Tracke
 
 var errColumns = errors.New("outbox table lacks a mapped column")
 
+// mappedColumns returns each column the mapping and the topic template
+// name, with the flag that names it.
+func mappedColumns(dc decode.Config) (map[string]string, error) {
+	tmpl, err := decode.ParseTemplate(dc.Topic)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]string{dc.IDColumn: "--id-column", dc.KeyColumn: "--key-column", dc.PayloadColumn: "--payload-column"}
+	for _, h := range dc.HeaderColumns {
+		want[h.Column] = "--header-columns"
+	}
+	for _, c := range tmpl.Columns() {
+		want[c] = "--topic"
+	}
+	return want, nil
+}
+
 // checkColumns verifies before streaming that each outbox table has every
 // column the mapping and the topic template name.
 func checkColumns(ctx context.Context, connString string, dc decode.Config) error {
@@ -439,16 +456,9 @@ func checkColumns(ctx context.Context, connString string, dc decode.Config) erro
 		return fmt.Errorf("connect to postgresql: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	tmpl, err := decode.ParseTemplate(dc.Topic)
+	want, err := mappedColumns(dc)
 	if err != nil {
 		return err
-	}
-	want := map[string]string{dc.IDColumn: "--id-column", dc.KeyColumn: "--key-column", dc.PayloadColumn: "--payload-column"}
-	for _, h := range dc.HeaderColumns {
-		want[h.Column] = "--header-columns"
-	}
-	for _, c := range tmpl.Columns() {
-		want[c] = "--topic"
 	}
 	var errs []error
 	for _, t := range dc.Tables {
