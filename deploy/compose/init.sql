@@ -22,5 +22,7 @@ CREATE TABLE orders (
   created_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Inserts only: updates and deletes of outbox rows (retention) are not events.
-CREATE PUBLICATION walrelay FOR TABLE outbox WITH (publish = 'insert');
+-- The publication `walrelay run --create` would create. Inserts only: updates
+-- and deletes of outbox rows (retention) are not events. Through the root: the
+-- rows of a partitioned outbox keep its name (nothing changes for a plain one).
+CREATE PUBLICATION walrelay FOR TABLE outbox WITH (publish = 'insert', publish_via_partition_root = true);

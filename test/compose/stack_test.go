@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -78,17 +79,30 @@ func TestInitSQLCreatesTheTestsOutbox(t *testing.T) {
 	}
 
 	pub := initSQLPublication(t)
-	var ins, upd, del, trunc bool
+	got := publication(t, b, dsn, pub)
+	if want := "insert=true update=false delete=false truncate=false via_root=true tables=public.outbox"; got != want {
+		t.Errorf("publication %s: %s, want %s", pub, got, want)
+	}
+	// The publication walrelay run --create makes, in the tests' database.
+	b.Exec(t, e2e, replication.CreatePublicationSQL(pub, []string{"public.outbox"}))
+	if created := publication(t, b, e2e, pub); got != created {
+		t.Errorf("init.sql's publication %s differs from the one walrelay creates:\n  init.sql: %s\n  walrelay: %s", pub, got, created)
+	}
+}
+
+// publication describes publication pub of database dsn: what it
+// publishes, whether through the partition root, and its tables.
+func publication(t testing.TB, b *testbed.Bed, dsn, pub string) string {
+	t.Helper()
+	var ins, upd, del, trunc, viaRoot bool
 	var tables string
-	err := b.QueryRow(t, dsn, `SELECT p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
+	err := b.QueryRow(t, dsn, `SELECT p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, p.pubviaroot,
 		(SELECT coalesce(string_agg(schemaname || '.' || tablename, ','), '') FROM pg_publication_tables WHERE pubname = p.pubname)
-		FROM pg_publication p WHERE p.pubname = $1`, pub).Scan(&ins, &upd, &del, &trunc, &tables)
+		FROM pg_publication p WHERE p.pubname = $1`, pub).Scan(&ins, &upd, &del, &trunc, &viaRoot, &tables)
 	if err != nil {
 		t.Fatalf("publication %s: %v", pub, err)
 	}
-	if !ins || upd || del || trunc || tables != "public.outbox" {
-		t.Errorf("publication %s publishes insert=%v update=%v delete=%v truncate=%v of %q, want inserts of public.outbox only", pub, ins, upd, del, trunc, tables)
-	}
+	return fmt.Sprintf("insert=%v update=%v delete=%v truncate=%v via_root=%v tables=%s", ins, upd, del, trunc, viaRoot, tables)
 }
 
 // placeOrderSQL is the README's sample write ("Run with Docker Compose"): a
