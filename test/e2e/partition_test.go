@@ -407,11 +407,12 @@ func TestPartitionedOutboxRefusals(t *testing.T) {
 	alter := func(name string) string {
 		return fmt.Sprintf(`ALTER PUBLICATION %s SET (publish_via_partition_root = true);`, pgx.Identifier{name}.Sanitize())
 	}
-	cases := []struct {
+	type refusal struct {
 		name string
 		args []string
 		want string // "" passes
-	}{
+	}
+	cases := []refusal{
 		{"--table names a partition", []string{"--table", "public.outbox_2024_h1"},
 			"outbox table public.outbox_2024_h1 is a partition of public.outbox: name the partitioned table, not a partition: --table public.outbox"},
 		{"--table names a partition that is partitioned too", []string{"--table", "public.outbox_2024"},
@@ -422,12 +423,16 @@ func TestPartitionedOutboxRefusals(t *testing.T) {
 			`lists partitions public.outbox_2024 of outbox public.outbox but not the table itself, so rows of its other partitions are not published: run ALTER PUBLICATION "p_leaf_` + e.Prefix + `" ADD TABLE "public"."outbox";`},
 		{"FOR ALL TABLES without publish_via_partition_root", []string{"--publication", pub("p_all_"+e.Prefix, `CREATE PUBLICATION %s FOR ALL TABLES WITH (publish = 'insert')`)},
 			alter("p_all_" + e.Prefix)},
-		{"FOR TABLES IN SCHEMA without publish_via_partition_root", []string{"--publication", pub("p_schema_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLES IN SCHEMA public WITH (publish = 'insert')`)},
-			alter("p_schema_" + e.Prefix)},
-		{"FOR TABLES IN SCHEMA with publish_via_partition_root", []string{"--publication", pub("p_schemaok_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLES IN SCHEMA public WITH (publish = 'insert', publish_via_partition_root = true)`)},
-			""},
 		{"FOR ALL TABLES with publish_via_partition_root", []string{"--publication", pub("p_allok_"+e.Prefix, `CREATE PUBLICATION %s FOR ALL TABLES WITH (publish = 'insert', publish_via_partition_root = true)`)},
 			""},
+	}
+	// N.B. FOR TABLES IN SCHEMA is PostgreSQL 15+.
+	if serverVersion(t, e) >= 150000 {
+		cases = append(cases,
+			refusal{"FOR TABLES IN SCHEMA without publish_via_partition_root", []string{"--publication", pub("p_schema_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLES IN SCHEMA public WITH (publish = 'insert')`)},
+				alter("p_schema_" + e.Prefix)},
+			refusal{"FOR TABLES IN SCHEMA with publish_via_partition_root", []string{"--publication", pub("p_schemaok_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLES IN SCHEMA public WITH (publish = 'insert', publish_via_partition_root = true)`)},
+				""})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -28,10 +28,7 @@ import (
 // cannot exist there, so there is nothing to refuse.
 func createPublication(t *testing.T, e *env, ddl string) bool {
 	t.Helper()
-	var version int
-	if err := e.Bed.QueryRow(t, e.DSN, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
+	version := serverVersion(t, e)
 	if version >= 150000 {
 		e.Bed.Exec(t, e.DSN, ddl)
 		return true
@@ -45,6 +42,16 @@ func createPublication(t *testing.T, e *env, ddl string) bool {
 	}
 	t.Logf("PostgreSQL %d has no row filters or column lists (%s is a syntax error): nothing to refuse", version, ddl)
 	return false
+}
+
+// serverVersion is the server_version_num of e's server (150004 for 15.4).
+func serverVersion(t *testing.T, e *env) int {
+	t.Helper()
+	var version int
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	return version
 }
 
 // withCreatedAt adds outboxWriter's created_at column to e's plain outbox.
