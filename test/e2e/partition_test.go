@@ -426,13 +426,19 @@ func TestPartitionedOutboxRefusals(t *testing.T) {
 		{"FOR ALL TABLES with publish_via_partition_root", []string{"--publication", pub("p_allok_"+e.Prefix, `CREATE PUBLICATION %s FOR ALL TABLES WITH (publish = 'insert', publish_via_partition_root = true)`)},
 			""},
 	}
-	// N.B. FOR TABLES IN SCHEMA is PostgreSQL 15+.
+	// N.B. FOR TABLES IN SCHEMA, row filters and column lists are
+	// PostgreSQL 15+.
 	if serverVersion(t, e) >= 150000 {
 		cases = append(cases,
 			refusal{"FOR TABLES IN SCHEMA without publish_via_partition_root", []string{"--publication", pub("p_schema_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLES IN SCHEMA public WITH (publish = 'insert')`)},
 				alter("p_schema_" + e.Prefix)},
 			refusal{"FOR TABLES IN SCHEMA with publish_via_partition_root", []string{"--publication", pub("p_schemaok_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLES IN SCHEMA public WITH (publish = 'insert', publish_via_partition_root = true)`)},
-				""})
+				""},
+			// N.B. through the root, the root's filter and column list apply.
+			refusal{"a row filter on the outbox", []string{"--publication", pub("p_filter_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLE outbox WHERE (aggregatetype <> 'x') WITH (publish = 'insert', publish_via_partition_root = true)`)},
+				`has a row filter on outbox public.outbox (WHERE ((aggregatetype <> 'x'::text)))`},
+			refusal{"a column list of the outbox without a mapped column", []string{"--publication", pub("p_cols_"+e.Prefix, `CREATE PUBLICATION %s FOR TABLE outbox (id, aggregatetype, aggregateid, payload, created_at) WITH (publish = 'insert', publish_via_partition_root = true)`)},
+				`SET TABLE "public"."outbox" ("id", "aggregatetype", "aggregateid", "payload", "created_at", "type");`})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
