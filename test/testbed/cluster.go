@@ -282,5 +282,3 @@ func (b *Bed) WaitInSync(t testing.TB, timeout time.Duration, topics ...string) 
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
-

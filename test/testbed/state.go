@@ -67,7 +67,7 @@ type kafkaState struct {
 	// cluster.
 	NodeID int    `json:"node_id,omitempty"`
 	Roles  string `json:"roles,omitempty"`
-	Java string `json:"java"`
+	Java   string `json:"java"`
 	// Args are the arguments of java: JVM options, classpath, kafka.Kafka, config.
 	Args           []string `json:"args"`
 	Dir            string   `json:"dir"`
