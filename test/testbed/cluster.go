@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -280,5 +281,55 @@ func (b *Bed) WaitInSync(t testing.TB, timeout time.Duration, topics ...string) 
 			t.Fatalf("testbed: partitions not in sync after %s: %s", timeout, strings.Join(behind, "; "))
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// EndOffsets returns the end offset of every partition of topics; a topic
+// that does not exist is absent.
+func (b *Bed) EndOffsets(t testing.TB, topics ...string) map[string]map[int32]int64 {
+	t.Helper()
+	adm, closeAdm := b.admin(t)
+	defer closeAdm()
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	var shardErrs *kadm.ShardErrors
+	if err != nil && !errors.As(err, &shardErrs) {
+		t.Fatalf("testbed: list end offsets of %v: %v", topics, err)
+	}
+	out := map[string]map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			return
+		}
+		if o.Err != nil {
+			t.Fatalf("testbed: end offset of %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out
+}
+
+// DeleteTopics deletes topics (those that exist), e.g. at a test's end so
+// that a cluster's brokers have less to load when a later test restarts
+// them.
+func (b *Bed) DeleteTopics(t testing.TB, topics ...string) {
+	t.Helper()
+	adm, closeAdm := b.admin(t)
+	defer closeAdm()
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
+	resps, err := adm.DeleteTopics(ctx, topics...)
+	if err != nil {
+		t.Errorf("testbed: delete topics %v: %v", topics, err)
+		return
+	}
+	for _, r := range resps.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			t.Errorf("testbed: delete topic %s: %v", r.Topic, r.Err)
+		}
 	}
 }
