@@ -11,6 +11,8 @@
 // order violations = 0, and duplicates only of events a fault struck before
 // they were confirmed.
 //
-// `make test` runs the short version of each scenario; WALRELAY_CHAOS=1
-// (`make chaos`) runs the long one.
+// `make test` runs the short version of each scenario but the TestCluster
+// ones, which run on a three-broker Kafka cluster (testbed.GetCluster) under
+// `make cluster`; WALRELAY_CHAOS=1 (`make chaos`) runs the long version of
+// all.
 package fault

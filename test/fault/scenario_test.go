@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // chaos selects the long version of every scenario (make chaos).
@@ -40,9 +41,15 @@ type scenario struct {
 // writing.
 func newScenario(t *testing.T, w *harness.Workload) *scenario {
 	t.Helper()
+	return newScenarioOn(t, testbed.Get(t), w)
+}
+
+// newScenarioOn is newScenario on the servers of b.
+func newScenarioOn(t *testing.T, b *testbed.Bed, w *harness.Workload) *scenario {
+	t.Helper()
 	events := w.Events
 	w.Events = 0
-	e := harness.NewEnv(t, relayBin)
+	e := harness.NewEnvOn(t, b, relayBin)
 	// N.B. the witness slot exists before the first outbox row is written.
 	wit := harness.NewWitness(t, e)
 	wit.DrainEvery(t, 5*time.Second)

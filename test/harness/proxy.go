@@ -46,13 +46,20 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	links map[*link]struct{}
-	armed *armedCut
-	hold  *armedHold
-	drop  Matcher
-	conns int
-	cuts  int
-	seen  map[string]int // messages forwarded, by Kind
-	errs  []error        // messages the proxy could not handle
+	// rewrite maps broker addresses (host:port) in metadata responses to the
+	// proxies that stand for them (Kafka).
+	rewrite map[string]string
+	// isolated: new connections are accepted and get no answer (a
+	// blackhole); they are reset when the isolation ends.
+	isolated  bool
+	blackhole []net.Conn
+	armed     *armedCut
+	hold      *armedHold
+	drop      Matcher
+	conns     int
+	cuts      int
+	seen      map[string]int // messages forwarded, by Kind
+	errs      []error        // messages the proxy could not handle
 }
 
 type armedCut struct {
@@ -98,6 +105,66 @@ func NewPGProxy(t testing.TB, target string) *Proxy { return newProxy(t, target,
 // proxy then send everything, produce requests included, through it.
 func NewKafkaProxy(t testing.TB, target string) *Proxy { return newProxy(t, target, true) }
 
+// NewKafkaClusterProxies proxies each broker of a cluster (host:port, as
+// the brokers advertise themselves) on a port of its own, and rewrites the
+// metadata passing any of them so that every broker is advertised at its
+// proxy: a client that bootstraps through them reaches every broker only
+// through its proxy, and one broker can be cut off (Isolate) while the
+// others serve. Traffic between the brokers does not pass the proxies.
+func NewKafkaClusterProxies(t testing.TB, brokers []string) []*Proxy {
+	t.Helper()
+	proxies := make([]*Proxy, len(brokers))
+	rewrite := map[string]string{}
+	for i, b := range brokers {
+		proxies[i] = newProxy(t, b, true)
+		rewrite[b] = proxies[i].Addr()
+	}
+	for _, p := range proxies {
+		p.mu.Lock()
+		p.rewrite = rewrite
+		p.mu.Unlock()
+	}
+	return proxies
+}
+
+// ProxyAddrs returns the proxies' addresses.
+func ProxyAddrs(proxies []*Proxy) []string {
+	out := make([]string, len(proxies))
+	for i, p := range proxies {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// Isolate cuts the server off from the proxy's clients, as a network
+// partition between them does: every open connection is reset and new ones
+// are accepted but get no answer, until heal is called (at cleanup at the
+// latest), which resets those too.
+func (p *Proxy) Isolate() (heal func()) {
+	p.mu.Lock()
+	p.isolated = true
+	p.mu.Unlock()
+	p.CutAll()
+	var once sync.Once
+	heal = func() { once.Do(p.heal) }
+	p.t.Cleanup(heal)
+	return heal
+}
+
+func (p *Proxy) heal() {
+	p.mu.Lock()
+	p.isolated = false
+	held := p.blackhole
+	p.blackhole = nil
+	p.mu.Unlock()
+	for _, c := range held {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		c.Close()
+	}
+}
+
 func newProxy(t testing.TB, target string, kafka bool) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,6 +172,7 @@ func newProxy(t testing.TB, target string, kafka bool) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{t: t, ln: ln, target: target, kafka: kafka, links: map[*link]struct{}{}, seen: map[string]int{}}
+	p.rewrite = map[string]string{target: p.Addr()}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -113,6 +181,7 @@ func newProxy(t testing.TB, target string, kafka bool) *Proxy {
 	t.Cleanup(func() {
 		ln.Close()
 		<-done
+		p.heal()
 		p.CutAll()
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -217,6 +286,14 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		if p.isolated {
+			p.conns++
+			p.blackhole = append(p.blackhole, c)
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Unlock()
 		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 		if err != nil {
 			c.Close()
@@ -284,7 +361,10 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 			<-h.released
 		}
 		if p.kafka {
-			if msg, err = l.kafkaMessage(dir, msg, p.target, p.Addr()); err != nil {
+			p.mu.Lock()
+			rewrite := p.rewrite
+			p.mu.Unlock()
+			if msg, err = l.kafkaMessage(dir, msg, rewrite); err != nil {
 				p.mu.Lock()
 				p.errs = append(p.errs, err)
 				p.mu.Unlock()
@@ -361,8 +441,9 @@ func readKafka(r *bufio.Reader) ([]byte, error) {
 }
 
 // kafkaMessage notes each request's API key and version by correlation id,
-// and rewrites metadata responses to advertise the proxy instead of target.
-func (l *link) kafkaMessage(dir Dir, msg []byte, target, self string) ([]byte, error) {
+// and rewrites metadata responses to advertise the proxies in rewrite
+// instead of the brokers they stand for.
+func (l *link) kafkaMessage(dir Dir, msg []byte, rewrite map[string]string) ([]byte, error) {
 	if dir == ToServer {
 		if len(msg) >= 12 {
 			key, version := int16(binary.BigEndian.Uint16(msg[4:])), int16(binary.BigEndian.Uint16(msg[6:]))
@@ -383,12 +464,12 @@ func (l *link) kafkaMessage(dir Dir, msg []byte, target, self string) ([]byte, e
 	if !ok || req[0] != (&kmsg.MetadataResponse{}).Key() {
 		return msg, nil
 	}
-	return rewriteMetadata(msg, req[1], target, self)
+	return rewriteMetadata(msg, req[1], rewrite)
 }
 
-// rewriteMetadata replaces the broker at target with self in a Metadata
-// response of the given version.
-func rewriteMetadata(msg []byte, version int16, target, self string) ([]byte, error) {
+// rewriteMetadata replaces each broker at an address of rewrite with the
+// address it maps to in a Metadata response of the given version.
+func rewriteMetadata(msg []byte, version int16, rewrite map[string]string) ([]byte, error) {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.SetVersion(version)
 	body := 8 // size, correlation id
@@ -415,21 +496,21 @@ func rewriteMetadata(msg []byte, version int16, target, self string) ([]byte, er
 	if err := resp.ReadFrom(msg[body:]); err != nil {
 		return nil, fmt.Errorf("metadata response v%d: %w", version, err)
 	}
-	th, tp, err := net.SplitHostPort(target)
-	if err != nil {
-		return nil, err
-	}
-	sh, sp, err := net.SplitHostPort(self)
-	if err != nil {
-		return nil, err
-	}
-	tport, _ := strconv.Atoi(tp)
-	sport, _ := strconv.Atoi(sp)
 	for i := range resp.Brokers {
 		b := &resp.Brokers[i]
-		if b.Host == th && int(b.Port) == tport {
-			b.Host, b.Port = sh, int32(sport)
+		self, ok := rewrite[net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))]
+		if !ok {
+			continue
 		}
+		sh, sp, err := net.SplitHostPort(self)
+		if err != nil {
+			return nil, err
+		}
+		sport, err := strconv.Atoi(sp)
+		if err != nil {
+			return nil, err
+		}
+		b.Host, b.Port = sh, int32(sport)
 	}
 	out := append([]byte(nil), msg[:body]...)
 	out = resp.AppendTo(out)

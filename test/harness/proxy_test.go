@@ -38,7 +38,7 @@ func TestRewriteMetadata(t *testing.T) {
 		topic.Partitions = []kmsg.MetadataResponseTopicPartition{{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}
 		resp.Topics = []kmsg.MetadataResponseTopic{topic}
 
-		out, err := rewriteMetadata(metadataFrame(resp, 42), version, "127.0.0.1:9092", "127.0.0.1:40000")
+		out, err := rewriteMetadata(metadataFrame(resp, 42), version, map[string]string{"127.0.0.1:9092": "127.0.0.1:40000"})
 		if err != nil {
 			t.Fatalf("v%d: %v", version, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,13 @@ type Bed struct {
 
 	st    *state      // nil when both services are external
 	pg    *pgState    // nil when PostgreSQL is external
-	kafka *kafkaState // nil when Kafka is external
+	kafka *kafkaState // nil when Kafka is external or a cluster
+	// cluster is the Kafka cluster the bed manages, nil when it is a single
+	// node or external.
+	cluster *kafkaCluster
+	// private is set for a bed only its starting test (StartForTest) or
+	// package (GetCluster) uses: stopping its servers needs no Disrupt.
+	private bool
 	// owned is set in the process that created the bed: Stop stops its
 	// servers and removes its directory; servers it (re)starts die with it
 	// unless the bed is kept.
@@ -53,8 +60,16 @@ type Options struct {
 	// KafkaSecurity, when set, gives Kafka a SASL_SSL listener as well
 	// (SecureBrokers).
 	KafkaSecurity *KafkaSecurity
-	// KafkaHeapMB is the broker's maximum JVM heap; 0 means 768.
+	// KafkaHeapMB is the broker's maximum JVM heap; 0 means 768 (512 for
+	// each broker of a cluster).
 	KafkaHeapMB int
+	// KafkaBrokers is the number of Kafka brokers: 0 or 1 starts one node
+	// that is broker and controller; 3 to 9 a cluster of that many brokers
+	// and three dedicated KRaft controllers, with default.replication.factor
+	// 3, min.insync.replicas 2 and unclean.leader.election.enable=false
+	// (KafkaSecurity is not supported there). EnvKafkaBrokersN sets it for
+	// the testbed command and for a package's own bed.
+	KafkaBrokers int
 }
 
 func stderrf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -87,6 +102,18 @@ func Start(ctx context.Context, opt Options) (*Bed, error) {
 		return nil, err
 	}
 	b := &Bed{st: st, owned: true, releaseOwner: releaseOwner, logf: logf}
+	if opt.Kafka && opt.KafkaBrokers > 1 {
+		if _, err := ParseKafkaBrokersN(strconv.Itoa(opt.KafkaBrokers)); err != nil {
+			releaseOwner()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		if opt.KafkaSecurity != nil {
+			releaseOwner()
+			os.RemoveAll(dir)
+			return nil, errors.New("testbed: KafkaSecurity is for a single Kafka node, not a cluster (KafkaBrokers > 1)")
+		}
+	}
 
 	begin := time.Now()
 	detached := opt.Keep
@@ -99,7 +126,13 @@ func Start(ctx context.Context, opt Options) (*Bed, error) {
 			}
 		})
 	}
-	if opt.Kafka {
+	if opt.Kafka && opt.KafkaBrokers > 1 {
+		wg.Go(func() {
+			if st.KafkaCluster, kafkaErr = startKafkaCluster(ctx, dir, detached, opt.KafkaBrokers, opt.KafkaHeapMB, logf); kafkaErr != nil {
+				kafkaErr = fmt.Errorf("start Kafka cluster: %w", kafkaErr)
+			}
+		})
+	} else if opt.Kafka {
 		wg.Go(func() {
 			if st.Kafka, kafkaErr = startKafka(ctx, dir, detached, opt.KafkaSecurity, opt.KafkaHeapMB, logf); kafkaErr != nil {
 				kafkaErr = fmt.Errorf("start Kafka: %w", kafkaErr)
@@ -151,6 +184,9 @@ func (b *Bed) adopt(st *state) {
 	if b.kafka = st.Kafka; b.kafka != nil {
 		b.brokers, b.kafkaVersion = st.Kafka.Brokers, st.Kafka.Version
 	}
+	if b.cluster = st.KafkaCluster; b.cluster != nil {
+		b.brokers, b.kafkaVersion = b.cluster.bootstrap(), b.cluster.Version
+	}
 }
 
 // detached reports whether servers this process (re)starts must outlive it.
@@ -166,6 +202,9 @@ func (b *Bed) Stop() error {
 	var pgErr, kafkaErr error
 	if b.kafka != nil {
 		wg.Go(func() { kafkaErr = b.kafka.stop() })
+	}
+	if b.cluster != nil {
+		wg.Go(func() { kafkaErr = b.cluster.stop() })
 	}
 	if b.pg != nil {
 		wg.Go(func() { pgErr = b.pg.stop() })
@@ -262,7 +301,10 @@ func (b *Bed) describe() string {
 	}
 	if len(b.brokers) > 0 {
 		kind := "managed"
-		if b.kafka == nil {
+		switch {
+		case b.cluster != nil:
+			kind = fmt.Sprintf("managed, %d brokers and %d controllers", len(b.cluster.brokers()), clusterControllers)
+		case b.kafka == nil:
 			kind = "external, " + EnvKafkaBrokers
 		}
 		parts = append(parts, fmt.Sprintf("Kafka %s at %s (%s)", b.kafkaVersion, strings.Join(b.brokers, ","), kind))
@@ -295,6 +337,9 @@ func reapStale(logf func(string, ...any)) {
 		case err == nil:
 			if st.Kafka != nil {
 				_ = st.Kafka.stop()
+			}
+			if st.KafkaCluster != nil {
+				_ = st.KafkaCluster.stop()
 			}
 			if st.PG != nil {
 				_ = st.PG.stop()

@@ -6,7 +6,9 @@
 // records read back by a real consumer). StartForTest starts servers of one
 // test's own, optionally secured: PostgreSQL with TLS and SCRAM only
 // (PGSecurity), Kafka with a SASL_SSL listener (KafkaSecurity), with
-// certificates from a CA made in the test (NewCA).
+// certificates from a CA made in the test (NewCA). GetCluster (or
+// WALRELAY_TEST_KAFKA_BROKERS_N=3) gives a Kafka cluster of three brokers and
+// three KRaft controllers whose nodes a test can stop, kill and start.
 // Invariant: a test never runs against a server another package is stopping:
 // Main holds a shared lock on the bed for the package run, Disrupt an
 // exclusive one for the test; a missing component fails the test with the

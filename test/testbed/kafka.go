@@ -148,10 +148,19 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 }
 
 // StopKafka stops the broker (SIGTERM, SIGKILL after 20 s) and waits for it to
-// exit. The test must have called Disrupt; against an external broker the
+// exit; on a cluster, every node. The test must have called Disrupt; against an external broker the
 // test is skipped. Disrupt restarts a broker the test leaves stopped.
 func (b *Bed) StopKafka(t testing.TB) {
 	t.Helper()
+	if b.cluster != nil {
+		b.requireNodeFault(t, "StopKafka")
+		begin := time.Now()
+		if err := b.cluster.stop(); err != nil {
+			t.Fatalf("testbed: stop Kafka cluster: %v", err)
+		}
+		t.Logf("testbed: stopped the Kafka cluster in %.1fs", time.Since(begin).Seconds())
+		return
+	}
 	if b.kafka == nil {
 		t.Skipf("testbed: StopKafka needs a Kafka the test bed manages; %s names an external broker", EnvKafkaBrokers)
 	}
@@ -165,10 +174,20 @@ func (b *Bed) StopKafka(t testing.TB) {
 }
 
 // StartKafka starts the broker again with the same command line (its storage
-// is kept) and waits until it answers metadata requests. The test must have
+// is kept) and waits until it answers metadata requests; on a cluster, every
+// node that is not running. The test must have
 // called Disrupt; against an external broker the test is skipped.
 func (b *Bed) StartKafka(t testing.TB) {
 	t.Helper()
+	if b.cluster != nil {
+		b.requireNodeFault(t, "StartKafka")
+		begin := time.Now()
+		if err := b.cluster.start(context.Background(), b.detached()); err != nil {
+			t.Fatalf("testbed: start Kafka cluster: %v", err)
+		}
+		t.Logf("testbed: started the Kafka cluster in %.1fs", time.Since(begin).Seconds())
+		return
+	}
 	if b.kafka == nil {
 		t.Skipf("testbed: StartKafka needs a Kafka the test bed manages; %s names an external broker", EnvKafkaBrokers)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -151,21 +152,9 @@ func startKafka(ctx context.Context, dir string, detached bool, sec *KafkaSecuri
 		return nil, err
 	}
 	kd := filepath.Join(dir, "kafka")
-	st := &kafkaState{
-		Java:        java,
-		Dir:         kd,
-		LibDir:      libs,
-		ConfigPath:  filepath.Join(kd, "server.properties"),
-		Log4jConfig: filepath.Join(kd, "log4j2.properties"),
-		PIDFile:     filepath.Join(kd, "kafka.pid"),
-		LogPath:     filepath.Join(kd, "logs", "server.log"),
-		StdoutPath:  filepath.Join(kd, "logs", "stdout.log"),
-		ClusterID:   newClusterID(),
-	}
-	for _, d := range []string{filepath.Join(kd, "data"), filepath.Join(kd, "logs")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
+	st := &kafkaState{Java: java, Dir: kd, LibDir: libs, ClusterID: newClusterID()}
+	if err := os.MkdirAll(kd, 0o755); err != nil {
+		return nil, err
 	}
 	if st.Version, err = kafkaJarVersion(libs); err != nil {
 		return nil, err
@@ -226,21 +215,45 @@ auto.create.topics.enable=false
 message.max.bytes=16777216
 replica.fetch.max.bytes=16777216
 `, st.Port, st.ControllerPort, filepath.Join(kd, "data"), listeners, advertised, protocols) + secConfig
-	if err := os.WriteFile(st.ConfigPath, []byte(config), 0o644); err != nil {
+	if err := st.prepare(ctx, config, heapMB, scramArgs); err != nil {
 		return nil, err
+	}
+	if err := st.launch(ctx, detached); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// prepare writes a node's config (and log4j2.properties) into st.Dir,
+// formats its KRaft storage and sets st.Args. heapMB is the JVM's maximum
+// heap (0: 768).
+func (st *kafkaState) prepare(ctx context.Context, config string, heapMB int, scramArgs []string) error {
+	kd := st.Dir
+	st.ConfigPath = filepath.Join(kd, "server.properties")
+	st.Log4jConfig = filepath.Join(kd, "log4j2.properties")
+	st.PIDFile = filepath.Join(kd, "kafka.pid")
+	st.LogPath = filepath.Join(kd, "logs", "server.log")
+	st.StdoutPath = filepath.Join(kd, "logs", "stdout.log")
+	for _, d := range []string{filepath.Join(kd, "data"), filepath.Join(kd, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(st.ConfigPath, []byte(config), 0o644); err != nil {
+		return err
 	}
 	if err := os.WriteFile(st.Log4jConfig, kafka.Log4j2, 0o644); err != nil {
-		return nil, err
+		return err
 	}
-	classpath := filepath.Join(libs, "*") // expanded by the java launcher
+	classpath := filepath.Join(st.LibDir, "*") // expanded by the java launcher
 	// N.B. with a static controller.quorum.voters the storage tool wants
 	// neither --standalone nor --initial-controllers.
-	format := exec.CommandContext(ctx, java, append([]string{"-Dlog4j2.configurationFile=" + st.Log4jConfig,
+	format := exec.CommandContext(ctx, st.Java, append([]string{"-Dlog4j2.configurationFile=" + st.Log4jConfig,
 		"-Dkafka.logs.dir=" + filepath.Join(kd, "logs"), "-XX:TieredStopAtLevel=1", "-cp", classpath,
 		"kafka.tools.StorageTool", "format", "-t", st.ClusterID, "-c", st.ConfigPath}, scramArgs...)...)
 	format.Dir = kd
 	if out, err := format.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("format Kafka storage: %w\n%s", err, out)
+		return fmt.Errorf("format Kafka storage: %w\n%s", err, out)
 	}
 	if heapMB <= 0 {
 		heapMB = 768
@@ -264,10 +277,7 @@ replica.fetch.max.bytes=16777216
 		"-cp", classpath,
 		"kafka.Kafka", st.ConfigPath,
 	)
-	if err := st.launch(ctx, detached); err != nil {
-		return nil, err
-	}
-	return st, nil
+	return nil
 }
 
 // launch starts the broker with st.Args, records its pid in st.PIDFile and
@@ -299,6 +309,9 @@ func (st *kafkaState) launch(ctx context.Context, detached bool) error {
 }
 
 func (st *kafkaState) waitReady(ctx context.Context, exited <-chan error) error {
+	if st.Roles == "controller" {
+		return st.controllerReady(ctx, exited)
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers...), kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(2*time.Second))
 	if err != nil {
 		return err
@@ -312,7 +325,9 @@ func (st *kafkaState) waitReady(ctx context.Context, exited <-chan error) error 
 		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 		brokers, err := adm.ListBrokers(actx)
 		acancel()
-		if err == nil && len(brokers) > 0 {
+		// N.B. a broker of a cluster is ready when it lists itself: it has
+		// caught up with the metadata and is unfenced.
+		if err == nil && len(brokers) > 0 && (st.Roles != "broker" || slices.ContainsFunc(brokers, func(b kadm.BrokerDetail) bool { return b.NodeID == int32(st.NodeID) })) {
 			return nil
 		}
 		if err == nil {

@@ -72,6 +72,12 @@ func runMain(m *testing.M, disruptive bool) int {
 		defer release()
 	}
 	code := m.Run()
+	if err := stopPackageCluster(); err != nil {
+		fmt.Fprintf(os.Stderr, "testbed: stop the package's Kafka cluster: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	if b := pkgBed.bed; b != nil {
 		if err := b.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testbed: stop: %v\n", err)
@@ -140,7 +146,11 @@ func openFromEnv(ctx context.Context) (*Bed, error) {
 	if dir := os.Getenv(EnvBedDir); dir != "" {
 		b, err = openShared(dir)
 	} else if pgURL == "" || len(brokers) == 0 {
-		b, err = Start(ctx, Options{PG: pgURL == "", Kafka: len(brokers) == 0})
+		n, nerr := ParseKafkaBrokersN(os.Getenv(EnvKafkaBrokersN))
+		if nerr != nil {
+			return nil, nerr
+		}
+		b, err = Start(ctx, Options{PG: pgURL == "", Kafka: len(brokers) == 0, KafkaBrokers: n})
 	} else {
 		b = &Bed{logf: stderrf}
 	}
@@ -155,7 +165,7 @@ func openFromEnv(ctx context.Context) (*Bed, error) {
 		}
 	}
 	if len(brokers) > 0 && strings.Join(brokers, ",") != strings.Join(b.brokers, ",") {
-		b.kafka, b.brokers = nil, brokers
+		b.kafka, b.cluster, b.brokers = nil, nil, brokers
 		if b.kafkaVersion, err = kafkaServerVersion(ctx, brokers); err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvKafkaBrokers, err)
 		}
@@ -163,7 +173,7 @@ func openFromEnv(ctx context.Context) (*Bed, error) {
 	if b.pgURL == "" || len(b.brokers) == 0 {
 		return nil, fmt.Errorf("%s=%s names no PostgreSQL or no Kafka, and %s / %s do not either", EnvBedDir, b.Dir(), EnvPGURL, EnvKafkaBrokers)
 	}
-	if !b.owned || b.pg == nil || b.kafka == nil { // Start logged a managed bed
+	if !b.owned || b.pg == nil || (b.kafka == nil && b.cluster == nil) { // Start logged a managed bed
 		b.logf("testbed: %s", b.describe())
 	}
 	return b, nil
@@ -179,6 +189,9 @@ func (b *Bed) dumpLogs(t testing.TB) {
 		if fi, err := os.Stat(b.kafka.StdoutPath); err == nil && fi.Size() > 0 {
 			t.Logf("testbed: last lines of %s:\n%s", b.kafka.StdoutPath, tail(b.kafka.StdoutPath, 20))
 		}
+	}
+	if b.cluster != nil {
+		t.Logf("testbed: last lines of the Kafka cluster's logs:%s", b.cluster.logTails(30))
 	}
 }
 
@@ -196,7 +209,7 @@ func Disrupt(t testing.TB) {
 		t.Fatal("testbed.Disrupt: only allowed in a package whose TestMain calls testbed.MainDisruptive (packages using testbed.Main hold a shared lock on the bed for their whole run)")
 	}
 	b := getBed(t)
-	if b.pg == nil && b.kafka == nil {
+	if b.pg == nil && b.kafka == nil && b.cluster == nil {
 		t.Skipf("testbed: PostgreSQL (%s) and Kafka (%s) are external services; disruptive tests need servers the test bed manages", EnvPGURL, EnvKafkaBrokers)
 	}
 	pkgBed.disruptMu.Lock() // one disruptive test at a time, even if one calls t.Parallel
@@ -213,6 +226,11 @@ func Disrupt(t testing.TB) {
 		if b.kafka != nil && b.kafkaDown.Load() {
 			if err := b.startKafka(); err != nil {
 				t.Errorf("testbed: restart Kafka the test left stopped: %v", err)
+			}
+		}
+		if b.cluster != nil {
+			if err := b.cluster.start(context.Background(), b.detached()); err != nil {
+				t.Errorf("testbed: restart the Kafka nodes the test left stopped: %v", err)
 			}
 		}
 	})

@@ -41,6 +41,8 @@ type state struct {
 	Keep  bool        `json:"keep"`
 	PG    *pgState    `json:"postgres,omitempty"`
 	Kafka *kafkaState `json:"kafka,omitempty"`
+	// KafkaCluster is set instead of Kafka for a cluster (Options.KafkaBrokers).
+	KafkaCluster *kafkaCluster `json:"kafka_cluster,omitempty"`
 }
 
 // pgState describes a PostgreSQL server of the bed.
@@ -58,9 +60,14 @@ type pgState struct {
 	Version string   `json:"version"`
 }
 
-// kafkaState describes a Kafka broker (KRaft, broker and controller) of the bed.
+// kafkaState describes a Kafka node of the bed: the single one (KRaft,
+// broker and controller) or one of a cluster.
 type kafkaState struct {
-	Java string `json:"java"`
+	// NodeID and Roles ("broker" or "controller") are set for a node of a
+	// cluster.
+	NodeID int    `json:"node_id,omitempty"`
+	Roles  string `json:"roles,omitempty"`
+	Java   string `json:"java"`
 	// Args are the arguments of java: JVM options, classpath, kafka.Kafka, config.
 	Args           []string `json:"args"`
 	Dir            string   `json:"dir"`

@@ -60,8 +60,13 @@ func run() int {
 		}
 	}()
 
+	brokers, err := testbed.ParseKafkaBrokersN(os.Getenv(testbed.EnvKafkaBrokersN))
+	if err != nil {
+		logf("testbed: %v", err)
+		return 2
+	}
 	begin := time.Now()
-	b, err := testbed.Start(ctx, testbed.Options{PG: true, Kafka: true, Keep: *keep, Logf: logf})
+	b, err := testbed.Start(ctx, testbed.Options{PG: true, Kafka: true, KafkaBrokers: brokers, Keep: *keep, Logf: logf})
 	if err != nil {
 		logf("testbed: %v", err)
 		if sig := interrupted.Load(); sig != 0 {
