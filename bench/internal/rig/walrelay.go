@@ -11,12 +11,18 @@ import (
 )
 
 // BuildWalrelay builds ./cmd/walrelay (of the module in the current
-// directory) into dir and returns the binary's path.
-func BuildWalrelay(ctx context.Context, dir string) (string, error) {
+// directory) into dir with the build tags given and returns the binary's
+// path. The tag "bench" adds --bench-null-sink and --cpu-profile
+// (cmd/walrelay/bench.go).
+func BuildWalrelay(ctx context.Context, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "walrelay")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/walrelay/walrelay/cmd/walrelay")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build walrelay: %w\n%s", err, out)
 	}
