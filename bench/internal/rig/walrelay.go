@@ -32,7 +32,14 @@ func BuildWalrelay(ctx context.Context, dir string, tags ...string) (string, err
 // HasFlag reports whether `bin run -h` lists --name.
 func HasFlag(bin, name string) bool {
 	out, _ := exec.Command(bin, "run", "-h").CombinedOutput()
-	return strings.Contains(string(out), "-"+name+" ")
+	// N.B. PrintDefaults writes "  -name type" for most flags and
+	// "  -name" alone for a bool.
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "-"+name && strings.HasPrefix(line, "  -") {
+			return true
+		}
+	}
+	return false
 }
 
 // StartWalrelay runs `bin run args...` with its log in logPath. The
