@@ -47,11 +47,14 @@ demo:
 
 # Side-by-side benchmark (bench/README.md): walrelay, its null sink,
 # pg_recvlogical and Debezium on one test bed; sizes from BENCH_* variables
-# (BENCH_ROWS=50000 for a quick run), raw results in bench/results/.
+# (BENCH_ROWS=50000 for a quick run), raw results in bench/results/. The
+# bench build (-tags bench) of walrelay adds --bench-null-sink and
+# --cpu-profile, which the product's binary does not have.
 .PHONY: bench compat
-bench: build
+bench:
+	$(GO) build -tags bench -o bin/walrelay-bench ./cmd/walrelay
 	$(GO) build -o bin/bench ./bench/cmd/bench
-	WALRELAY_TEST_KAFKA_STOCK_JVM=1 $(GO) run ./test/cmd/testbed -- bin/bench -walrelay bin/walrelay
+	WALRELAY_TEST_KAFKA_STOCK_JVM=1 $(GO) run ./test/cmd/testbed -- bin/bench -walrelay bin/walrelay-bench
 
 # Record compatibility: Debezium and walrelay relay the same outbox rows;
 # every difference is listed (bench/results/DATE-HOST-compat.md); exit 1 on

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
 // PostgreSQL type OIDs walrelay maps.
@@ -150,17 +152,13 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SplitTable splits "schema.table" (or "table", meaning public) into its parts.
-func SplitTable(s string) (schema, table string, err error) {
-	parts := strings.Split(s, ".")
-	switch {
-	case len(parts) == 1 && parts[0] != "":
-		return "public", parts[0], nil
-	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
-		return parts[0], parts[1], nil
-	}
-	return "", "", fmt.Errorf("table %q: want schema.table or table", s)
-}
+// SplitTable splits "schema.table" (or "table", meaning public) into its
+// parts (pgoutput.SplitTable: the one parser of these names).
+func SplitTable(s string) (schema, table string, err error) { return pgoutput.SplitTable(s) }
+
+// ErrTruncated is wrapped by every error about a message shorter than its
+// fields say (pgoutput.ErrTruncated).
+var ErrTruncated = pgoutput.ErrTruncated
 
 // Header is one Kafka record header.
 type Header struct {
@@ -255,7 +253,7 @@ type Stats struct {
 type relation struct {
 	qualified string
 	outbox    bool
-	columns   []column
+	columns   []pgoutput.Column
 	err       error // the relation cannot be mapped; every insert is a poison event
 
 	idIdx, keyIdx, payloadIdx int
@@ -281,13 +279,12 @@ type Decoder struct {
 	template  Template
 	log       *zap.Logger
 	relations map[uint32]*relation
-	pending   []relationMsg // relations awaiting Resolve, oldest first
+	pending   []pgoutput.Relation // relations awaiting Resolve, oldest first
 
 	cur   *Tx
-	begin beginMsg
-	inTx  bool
+	tx    pgoutput.TxState // Begin and Commit: the same code replication follows
 	bytes int
-	cols  []tupleCol
+	cols  []pgoutput.TupleCol
 	buf   []byte
 
 	Stats Stats
@@ -315,123 +312,135 @@ func New(cfg Config, log *zap.Logger) (*Decoder, error) {
 }
 
 // InTx reports whether a transaction has begun and not yet committed.
-func (d *Decoder) InTx() bool { return d.inTx }
+func (d *Decoder) InTx() bool { return d.tx.InTx() }
 
 // Decode consumes one pgoutput message (the WAL data of one XLogData). It
 // returns a Tx part when one is complete: at every Commit, and inside a
 // transaction whenever what its events hold reaches Config.MaxPartBytes.
 // Nothing returned points into msg: the caller may reuse or drop it.
+//
+// N.B. parse by first byte, one method per kind, as pglogrepl's Parse; the
+// kinds are not boxed into an interface for a type switch, which would
+// allocate once per row.
 func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 	if len(msg) == 0 {
 		return nil, errors.New("empty pgoutput message")
 	}
 	switch msg[0] {
-	case 'B':
-		if d.inTx {
-			return nil, fmt.Errorf("begin inside transaction %d: protocol out of sync", d.begin.xid)
-		}
-		b, err := parseBegin(msg)
-		if err != nil {
-			return nil, err
-		}
-		d.begin, d.inTx = b, true
-		d.newPart(true)
-		return nil, nil
-	case 'C':
-		if !d.inTx {
-			return nil, errors.New("commit without begin: protocol out of sync")
-		}
-		c, err := parseCommit(msg)
-		if err != nil {
-			return nil, err
-		}
-		if c.commitLSN != d.begin.finalLSN {
-			return nil, fmt.Errorf("commit at %s does not match begin's final lsn %s: protocol out of sync", c.commitLSN, d.begin.finalLSN)
-		}
-		tx := d.cur
-		tx.EndLSN, tx.Last = c.endLSN, true
-		d.cur, d.inTx = nil, false
-		d.Stats.Transactions++
-		return tx, nil
-	case 'R':
-		r, err := parseRelation(msg)
-		if err != nil {
-			return nil, err
-		}
-		d.addRelation(r)
-		return nil, nil
-	case 'I':
+	case pgoutput.KindBegin:
+		return nil, d.begin(msg)
+	case pgoutput.KindCommit:
+		return d.commit(msg)
+	case pgoutput.KindRelation:
+		return nil, d.relationMessage(msg)
+	case pgoutput.KindInsert:
 		return d.insert(msg)
-	case 'U', 'D':
-		if !d.inTx {
-			return nil, fmt.Errorf("%c message outside a transaction: protocol out of sync", msg[0])
-		}
-		r := reader{b: msg, off: 1}
-		rel, err := d.relation(r.u32("relation id"), r.err)
-		if err != nil {
-			return nil, err
-		}
-		// Read the whole message, so that a truncated one is an error: an
-		// update has an optional old ('K' or 'O') and a new ('N') tuple, a
-		// delete one old tuple.
-		t := r.u8("tuple type")
-		if msg[0] == 'U' && (t == 'K' || t == 'O') {
-			d.cols = parseTuple(&r, d.cols)
-			t = r.u8("tuple type")
-		}
-		want := byte('N')
-		if msg[0] == 'D' {
-			want = 'O'
-			if t == 'K' {
-				want = 'K'
-			}
-		}
-		if r.err == nil && t != want {
-			return nil, fmt.Errorf("%c message: tuple type %q, want %q", msg[0], t, want)
-		}
-		d.cols = parseTuple(&r, d.cols)
-		if r.err != nil {
-			return nil, r.err
-		}
-		d.count(rel.outbox)
-		return nil, nil
-	case 'T':
-		if !d.inTx {
-			return nil, errors.New("truncate outside a transaction: protocol out of sync")
-		}
-		r := reader{b: msg, off: 1}
-		n := r.u32("truncate relation count")
-		r.u8("truncate options")
-		for i := uint32(0); i < n && r.err == nil; i++ {
-			rel, err := d.relation(r.u32("truncate relation id"), r.err)
-			if err != nil {
-				return nil, err
-			}
-			d.count(rel.outbox)
-		}
-		return nil, r.err
-	case 'Y', 'O', 'M':
-		// Type, origin and logical decoding messages carry no outbox rows;
-		// they are read only to reject truncated ones.
-		r := reader{b: msg, off: 1}
-		switch msg[0] {
-		case 'Y':
-			r.u32("type oid")
-			r.str("type namespace")
-			r.str("type name")
-		case 'O':
-			r.u64("origin lsn")
-			r.str("origin name")
-		case 'M':
-			r.u8("message flags")
-			r.u64("message lsn")
-			r.str("message prefix")
-			r.bytes(int(r.u32("message length")), "message content")
-		}
-		return nil, r.err
+	case pgoutput.KindUpdate:
+		return nil, d.update(msg)
+	case pgoutput.KindDelete:
+		return nil, d.delete(msg)
+	case pgoutput.KindTruncate:
+		return nil, d.truncate(msg)
+	case pgoutput.KindType, pgoutput.KindOrigin, pgoutput.KindLogicalMessage:
+		return nil, skip(msg)
 	default:
 		return nil, fmt.Errorf("unexpected pgoutput message type %q (streaming of in-progress transactions is not requested)", msg[0])
 	}
+}
+
+func (d *Decoder) begin(msg []byte) error {
+	if _, err := d.tx.Begin(msg); err != nil {
+		return err
+	}
+	d.newPart(true)
+	return nil
+}
+
+func (d *Decoder) commit(msg []byte) (*Tx, error) {
+	c, err := d.tx.Commit(msg)
+	if err != nil {
+		return nil, err
+	}
+	tx := d.cur
+	tx.EndLSN, tx.Last = c.EndLSN, true
+	d.cur = nil
+	d.Stats.Transactions++
+	return tx, nil
+}
+
+func (d *Decoder) relationMessage(msg []byte) error {
+	r, err := pgoutput.ParseRelation(msg)
+	if err != nil {
+		return err
+	}
+	d.addRelation(r)
+	return nil
+}
+
+// update and delete read the whole message, so that a truncated one is an
+// error, and count it; neither is ever an event. N.B. their tuples go to
+// d.cols' room and are dropped: a larger one allocates, a rare case (the
+// publication sends inserts only, by default).
+func (d *Decoder) update(msg []byte) error {
+	if !d.tx.InTx() {
+		return errors.New("U message outside a transaction: protocol out of sync")
+	}
+	u, err := pgoutput.ParseUpdate(msg, d.cols)
+	return d.change(u.RelationID, err)
+}
+
+func (d *Decoder) delete(msg []byte) error {
+	if !d.tx.InTx() {
+		return errors.New("D message outside a transaction: protocol out of sync")
+	}
+	m, err := pgoutput.ParseDelete(msg, d.cols)
+	return d.change(m.RelationID, err)
+}
+
+// change counts an update or delete of relation id that parsed with err.
+func (d *Decoder) change(id uint32, err error) error {
+	if err != nil {
+		return err
+	}
+	rel, err := d.relation(id, nil)
+	if err != nil {
+		return err
+	}
+	d.count(rel.outbox)
+	return nil
+}
+
+func (d *Decoder) truncate(msg []byte) error {
+	if !d.tx.InTx() {
+		return errors.New("truncate outside a transaction: protocol out of sync")
+	}
+	m, err := pgoutput.ParseTruncate(msg)
+	if err != nil {
+		return err
+	}
+	for _, id := range m.RelationIDs {
+		rel, err := d.relation(id, nil)
+		if err != nil {
+			return err
+		}
+		d.count(rel.outbox)
+	}
+	return nil
+}
+
+// skip reads a type, origin or logical decoding message only to reject a
+// truncated one: they carry no outbox rows.
+func skip(msg []byte) error {
+	var err error
+	switch msg[0] {
+	case pgoutput.KindType:
+		_, err = pgoutput.ParseType(msg)
+	case pgoutput.KindOrigin:
+		_, err = pgoutput.ParseOrigin(msg)
+	case pgoutput.KindLogicalMessage:
+		_, err = pgoutput.ParseLogicalMessage(msg)
+	}
+	return err
 }
 
 func (d *Decoder) count(outbox bool) {
@@ -457,30 +466,30 @@ func (d *Decoder) relation(id uint32, err error) (*relation, error) {
 }
 
 func (d *Decoder) newPart(first bool) {
+	b := d.tx.Current()
 	d.cur = &Tx{
-		Xid:        d.begin.xid,
-		CommitLSN:  d.begin.finalLSN,
-		CommitTime: d.begin.commitTime,
+		Xid:        b.Xid,
+		CommitLSN:  b.FinalLSN,
+		CommitTime: b.CommitTime,
 		First:      first,
 	}
 	d.bytes = 0
 }
 
 func (d *Decoder) insert(msg []byte) (*Tx, error) {
-	if !d.inTx {
+	if !d.tx.InTx() {
 		return nil, errors.New("insert outside a transaction: protocol out of sync")
 	}
-	r := reader{b: msg, off: 1}
-	rel, err := d.relation(r.u32("insert relation id"), r.err)
-	if err != nil {
+	ins, err := pgoutput.ParseInsert(msg, d.cols)
+	d.cols = ins.New
+	rel, rerr := d.relation(ins.RelationID, nil)
+	switch {
+	case err != nil && rerr == nil:
+		return nil, fmt.Errorf("insert into %s: %w", rel.qualified, err)
+	case err != nil:
 		return nil, err
-	}
-	if t := r.u8("insert tuple type"); r.err == nil && t != 'N' {
-		return nil, fmt.Errorf("insert tuple type %q, want 'N'", t)
-	}
-	d.cols = parseTuple(&r, d.cols)
-	if r.err != nil {
-		return nil, fmt.Errorf("insert into %s: %w", rel.qualified, r.err)
+	case rerr != nil:
+		return nil, rerr
 	}
 	if !rel.outbox {
 		if rel.gone && !rel.warned {
@@ -507,16 +516,16 @@ func (d *Decoder) insert(msg []byte) (*Tx, error) {
 }
 
 // mapRelation resolves the configured column mapping against a relation.
-func (d *Decoder) mapRelation(m relationMsg) *relation {
-	return d.mapRelationAs(m, m.namespace+"."+m.name)
+func (d *Decoder) mapRelation(m pgoutput.Relation) *relation {
+	return d.mapRelationAs(m, m.Namespace+"."+m.Name)
 }
 
 // mapRelationAs maps relation m as table qualified: itself, or the outbox
 // m is a partition of.
-func (d *Decoder) mapRelationAs(m relationMsg, qualified string) *relation {
+func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation {
 	rel := &relation{
 		qualified: qualified,
-		columns:   m.columns,
+		columns:   m.Columns,
 		idIdx:     -1, keyIdx: -1, payloadIdx: -1,
 	}
 	rel.outbox = d.tables[rel.qualified]
@@ -524,8 +533,8 @@ func (d *Decoder) mapRelationAs(m relationMsg, qualified string) *relation {
 		return rel
 	}
 	index := func(name string) int {
-		for i, c := range m.columns {
-			if c.name == name {
+		for i, c := range m.Columns {
+			if c.Name == name {
 				return i
 			}
 		}
@@ -538,8 +547,8 @@ func (d *Decoder) mapRelationAs(m relationMsg, qualified string) *relation {
 			errs = append(errs, fmt.Errorf("%w: table %s has no column %q (%s)", ErrMissingColumn, rel.qualified, name, flag))
 			return -1
 		}
-		if len(types) > 0 && !oidIn(m.columns[i].typeOID, types) {
-			errs = append(errs, fmt.Errorf("%w: column %s.%s has type oid %d; %s takes %s", ErrUnsupportedType, rel.qualified, name, m.columns[i].typeOID, flag, typeNames(types)))
+		if len(types) > 0 && !oidIn(m.Columns[i].TypeOID, types) {
+			errs = append(errs, fmt.Errorf("%w: column %s.%s has type oid %d; %s takes %s", ErrUnsupportedType, rel.qualified, name, m.Columns[i].TypeOID, flag, typeNames(types)))
 		}
 		return i
 	}
@@ -548,7 +557,7 @@ func (d *Decoder) mapRelationAs(m relationMsg, qualified string) *relation {
 	rel.keyIdx = need(d.cfg.KeyColumn, "--key-column", textual...)
 	rel.payloadIdx = need(d.cfg.PayloadColumn, "--payload-column", oidJSONB, oidJSON, oidText, oidVarchar, oidBytea)
 	if rel.payloadIdx >= 0 {
-		rel.payloadBytea = m.columns[rel.payloadIdx].typeOID == oidBytea
+		rel.payloadBytea = m.Columns[rel.payloadIdx].TypeOID == oidBytea
 	}
 	for _, h := range d.cfg.HeaderColumns {
 		rel.headerIdx = append(rel.headerIdx, need(h.Column, "--header-columns"))
@@ -593,7 +602,7 @@ func typeNames(set []uint32) string {
 
 // event maps one inserted row, copying what the event keeps out of the
 // message.
-func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
+func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 	var id, key []byte // as far as they were read: a poison event keeps them
 	fail := func(err error) Event { return poisonEvent(rel, cols, id, key, err, -1) }
 	if rel.err != nil {
@@ -602,24 +611,24 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 	if len(cols) != len(rel.columns) {
 		return fail(fmt.Errorf("%w: row has %d columns, relation %s has %d", ErrBadValue, len(cols), rel.qualified, len(rel.columns)))
 	}
-	switch c := cols[rel.idIdx]; c.kind {
-	case kindText:
-		id = c.data
-	case kindNull:
+	switch c := cols[rel.idIdx]; c.Kind {
+	case pgoutput.KindText:
+		id = c.Data
+	case pgoutput.KindNull:
 		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullID, d.cfg.IDColumn))
 	default:
-		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.IDColumn, kindName(c.kind)))
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.IDColumn, kindName(c.Kind)))
 	}
 	if len(id) == 0 {
 		return fail(fmt.Errorf("%w: column %q is an empty string", ErrNullID, d.cfg.IDColumn))
 	}
-	switch c := cols[rel.keyIdx]; c.kind {
-	case kindText:
-		key = c.data
-	case kindNull:
+	switch c := cols[rel.keyIdx]; c.Kind {
+	case pgoutput.KindText:
+		key = c.Data
+	case pgoutput.KindNull:
 		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullKey, d.cfg.KeyColumn))
 	default:
-		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.KeyColumn, kindName(c.kind)))
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.KeyColumn, kindName(c.Kind)))
 	}
 	if len(key) == 0 {
 		return fail(fmt.Errorf("%w: column %q is an empty string", ErrEmptyKey, d.cfg.KeyColumn))
@@ -627,12 +636,12 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 	// The payload and the header values as sent; a bytea is decoded when
 	// it is copied.
 	p := cols[rel.payloadIdx]
-	switch p.kind {
-	case kindNull, kindText:
+	switch p.Kind {
+	case pgoutput.KindNull, pgoutput.KindText:
 	default:
-		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.PayloadColumn, kindName(p.kind)))
+		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.PayloadColumn, kindName(p.Kind)))
 	}
-	if p.kind == kindText && rel.payloadBytea && !isHexBytea(p.data) {
+	if p.Kind == pgoutput.KindText && rel.payloadBytea && !isHexBytea(p.Data) {
 		return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, errByteaFormat))
 	}
 	valueLen := decodedLen(p, rel.payloadBytea)
@@ -640,13 +649,13 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 	size := len(id) + len(key) + valueLen + 2 // Event.Size of the result
 	for i, ci := range rel.headerIdx {
 		c := cols[ci]
-		switch c.kind {
-		case kindText, kindNull:
+		switch c.Kind {
+		case pgoutput.KindText, pgoutput.KindNull:
 		default:
-			return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.HeaderColumns[i].Column, kindName(c.kind)))
+			return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.HeaderColumns[i].Column, kindName(c.Kind)))
 		}
-		bytea := rel.columns[ci].typeOID == oidBytea
-		if c.kind == kindText && bytea && !isHexBytea(c.data) {
+		bytea := rel.columns[ci].TypeOID == oidBytea
+		if c.Kind == pgoutput.KindText && bytea && !isHexBytea(c.Data) {
 			return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.HeaderColumns[i].Column, errByteaFormat))
 		}
 		l := decodedLen(c, bytea)
@@ -664,7 +673,7 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 		ev := poisonEvent(rel, cols, id, key, fmt.Errorf("%w: the record takes about %d bytes, Kafka accepts %d (--kafka-max-message-bytes; the broker's message.max.bytes)", ErrTooLarge, size+recordOverhead, max), rel.payloadIdx)
 		ev.Topic = topic
 		ev.DroppedColumn = d.cfg.PayloadColumn
-		ev.DroppedBytes = len(p.data)
+		ev.DroppedBytes = len(p.Data)
 		return ev
 	}
 
@@ -678,13 +687,13 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 		for i, ci := range rel.headerIdx {
 			ev.Headers[i].Key = d.cfg.HeaderColumns[i].Header
 			c := cols[ci]
-			if c.kind == kindNull {
+			if c.Kind == pgoutput.KindNull {
 				continue
 			}
-			if rel.columns[ci].typeOID == oidBytea {
-				ev.Headers[i].Value, off, err = putBytea(buf, off, c.data)
+			if rel.columns[ci].TypeOID == oidBytea {
+				ev.Headers[i].Value, off, err = putBytea(buf, off, c.Data)
 			} else {
-				ev.Headers[i].Value, off = put(buf, off, c.data)
+				ev.Headers[i].Value, off = put(buf, off, c.Data)
 			}
 			if err != nil {
 				return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.HeaderColumns[i].Column, err))
@@ -692,11 +701,11 @@ func (d *Decoder) event(rel *relation, cols []tupleCol) Event {
 		}
 	}
 	ev.Key, off = put(buf, off, key)
-	if p.kind == kindText {
+	if p.Kind == pgoutput.KindText {
 		if rel.payloadBytea {
-			ev.Value, off, err = putBytea(buf, off, p.data)
+			ev.Value, off, err = putBytea(buf, off, p.Data)
 		} else {
-			ev.Value, off = put(buf, off, p.data)
+			ev.Value, off = put(buf, off, p.Data)
 		}
 		if err != nil {
 			return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err))
@@ -743,18 +752,18 @@ var errByteaFormat = errors.New("bytea value is not in hex format (bytea_output 
 func isHexBytea(b []byte) bool { return len(b) >= 2 && b[0] == '\\' && b[1] == 'x' }
 
 // decodedLen is the bytes a text or NULL column takes once copied.
-func decodedLen(c tupleCol, bytea bool) int {
-	if c.kind != kindText {
+func decodedLen(c pgoutput.TupleCol, bytea bool) int {
+	if c.Kind != pgoutput.KindText {
 		return 0
 	}
 	if bytea {
-		return hex.DecodedLen(len(c.data) - 2)
+		return hex.DecodedLen(len(c.Data) - 2)
 	}
-	return len(c.data)
+	return len(c.Data)
 }
 
 // topic renders the template for a row, caching the result per value.
-func (d *Decoder) topic(rel *relation, cols []tupleCol) (string, error) {
+func (d *Decoder) topic(rel *relation, cols []pgoutput.TupleCol) (string, error) {
 	buf := d.buf[:0]
 	ci := 0
 	for _, p := range rel.topicParts {
@@ -764,10 +773,10 @@ func (d *Decoder) topic(rel *relation, cols []tupleCol) (string, error) {
 		}
 		c := cols[rel.topicCols[ci]]
 		ci++
-		if c.kind != kindText {
-			return "", fmt.Errorf("%w: topic column %q is %s", ErrInvalidTopic, p.column, kindName(c.kind))
+		if c.Kind != pgoutput.KindText {
+			return "", fmt.Errorf("%w: topic column %q is %s", ErrInvalidTopic, p.column, kindName(c.Kind))
 		}
-		buf = append(buf, c.data...)
+		buf = append(buf, c.Data...)
 	}
 	d.buf = buf
 	if t, ok := rel.topics[string(buf)]; ok { // no allocation for the lookup
@@ -792,11 +801,11 @@ func (d *Decoder) topic(rel *relation, cols []tupleCol) (string, error) {
 
 func kindName(k byte) string {
 	switch k {
-	case kindNull:
+	case pgoutput.KindNull:
 		return "NULL"
-	case kindUnchanged:
+	case pgoutput.KindUnchanged:
 		return "an unchanged TOAST value (not sent)"
-	case kindBinary:
+	case pgoutput.KindBinary:
 		return "in binary format"
 	}
 	return "text"
@@ -806,7 +815,7 @@ func kindName(k byte) string {
 // (without column drop, if drop >= 0) and the id and key read so far, copied
 // out of the message. N.B. the id and key get an allocation of their own:
 // the dead-letter record keeps them, and they must not keep the row alive.
-func poisonEvent(rel *relation, cols []tupleCol, id, key []byte, err error, drop int) Event {
+func poisonEvent(rel *relation, cols []pgoutput.TupleCol, id, key []byte, err error, drop int) Event {
 	ev := Event{Table: rel.qualified, Err: err}
 	buf := grow(len(id) + len(key))
 	off := 0
@@ -817,7 +826,7 @@ func poisonEvent(rel *relation, cols []tupleCol, id, key []byte, err error, drop
 	n := 0
 	for i, c := range cols {
 		if i != drop {
-			n += len(c.data)
+			n += len(c.Data)
 		}
 	}
 	rowBuf := grow(n)
@@ -828,11 +837,11 @@ func poisonEvent(rel *relation, cols []tupleCol, id, key []byte, err error, drop
 		if i == drop {
 			continue
 		}
-		f := Field{Null: c.kind == kindNull}
+		f := Field{Null: c.Kind == pgoutput.KindNull}
 		if i < len(rel.columns) {
-			f.Name, f.Type = rel.columns[i].name, rel.columns[i].typeOID
+			f.Name, f.Type = rel.columns[i].Name, rel.columns[i].TypeOID
 		}
-		f.Value, off = put(rowBuf, off, c.data)
+		f.Value, off = put(rowBuf, off, c.Data)
 		ev.Row = append(ev.Row, f)
 		if f.Value != nil {
 			last = &ev.Row[len(ev.Row)-1].Value

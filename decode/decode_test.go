@@ -1222,31 +1222,6 @@ func TestValidTopic(t *testing.T) {
 	}
 }
 
-func TestCommitEndLSN(t *testing.T) {
-	c := msgCommit(commitLSN, endLSN, commitTime)
-	tests := []struct {
-		name   string
-		msg    []byte
-		want   pglogrepl.LSN
-		wantOK bool
-	}{
-		{name: "commit", msg: c, want: endLSN, wantOK: true},
-		{name: "commit with trailing bytes", msg: append(bytes.Clone(c), 0xAA), want: endLSN, wantOK: true},
-		{name: "commit one byte short", msg: c[:len(c)-1]},
-		{name: "begin of commit length", msg: append(msgBegin(commitLSN, commitTime, xid), 0, 0, 0, 0, 0, 0)},
-		{name: "empty", msg: []byte{}},
-		{name: "nil"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := CommitEndLSN(tt.msg)
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("CommitEndLSN = %s, %v; want %s, %v", got, ok, tt.want, tt.wantOK)
-			}
-		})
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
 // Partitions. pgoutput names a partition's rows after the partition unless
@@ -16,9 +18,9 @@ import (
 
 // addRelation caches a Relation message's relation, held back for Resolve
 // when it is not an outbox.
-func (d *Decoder) addRelation(m relationMsg) {
+func (d *Decoder) addRelation(m pgoutput.Relation) {
 	rel := d.mapRelation(m)
-	d.relations[m.id] = rel
+	d.relations[m.ID] = rel
 	if rel.outbox || !d.cfg.ResolvePartitions {
 		return
 	}
@@ -26,7 +28,7 @@ func (d *Decoder) addRelation(m relationMsg) {
 	// sends one after the relation changed, ATTACH PARTITION included.
 	rel.pending = true
 	for i, p := range d.pending {
-		if p.id == m.id {
+		if p.ID == m.ID {
 			d.pending = append(d.pending[:i], d.pending[i+1:]...)
 			break
 		}
@@ -42,7 +44,7 @@ func (d *Decoder) Unresolved() (oid uint32, table string, ok bool) {
 		return 0, "", false
 	}
 	m := d.pending[0]
-	return m.id, m.namespace + "." + m.name, true
+	return m.ID, m.Namespace + "." + m.Name, true
 }
 
 // Resolve says what relation oid, awaiting it, is: root is the root of its
@@ -52,7 +54,7 @@ func (d *Decoder) Unresolved() (oid uint32, table string, ok bool) {
 func (d *Decoder) Resolve(oid uint32, root string, exists bool) error {
 	i := -1
 	for j, p := range d.pending {
-		if p.id == oid {
+		if p.ID == oid {
 			i = j
 			break
 		}
@@ -68,7 +70,7 @@ func (d *Decoder) Resolve(oid uint32, root string, exists bool) error {
 		rel.gone = true
 	case d.tables[root]:
 		rel = d.mapRelationAs(m, root)
-		rel.partition = m.namespace + "." + m.name
+		rel.partition = m.Namespace + "." + m.Name
 		d.relations[oid] = rel
 	}
 	rel.pending = false

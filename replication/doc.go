@@ -5,5 +5,6 @@
 // XLogData message, in stream order, on a bounded channel.
 // Invariant: the flush position sent to PostgreSQL never decreases and is
 // only ever the checkpoint watermark, or the keepalive WAL end while nothing
-// handed downstream is unacknowledged and no transaction is half received.
+// handed downstream is unacknowledged and no transaction is half received
+// (both read with internal/pgoutput's TxState, the parser decode uses).
 package replication

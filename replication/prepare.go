@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
 // Config names the slot and publication to stream. Zero values mean the
@@ -548,11 +550,15 @@ func deref(s *string) string {
 	return *s
 }
 
+// splitTable splits a configured table name as decode does
+// (pgoutput.SplitTable). A name it refuses (decode.Config.Validate reports
+// it) is kept whole as a table of public, which names no table.
 func splitTable(t string) (schema, table string) {
-	if i := strings.IndexByte(t, '.'); i >= 0 {
-		return t[:i], t[i+1:]
+	s, n, err := pgoutput.SplitTable(t)
+	if err != nil {
+		return "public", t
 	}
-	return "public", t
+	return s, n
 }
 
 func quoteTable(t string) string {

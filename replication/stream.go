@@ -2,7 +2,6 @@ package replication
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/internal/budget"
+	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
 // Message is the WAL data of one XLogData message. Data is a copy the
@@ -85,12 +85,11 @@ type session struct {
 	conn      *pgconn.PgConn
 	netConn   net.Conn
 	confirmed pglogrepl.LSN // last flush position sent
-	// handedEnd is the end LSN of the last Commit handed downstream; inTx is
-	// true between a Begin and its Commit. Together with the watermark they
-	// say whether anything handed on is still unacknowledged.
-	handedEnd pglogrepl.LSN
-	inTx      bool
-	received  pglogrepl.LSN // WAL start of the last XLogData, or the start
+	// tx follows the messages handed downstream: InTx between a Begin and
+	// its Commit, LastEnd the end LSN of the last Commit. With the
+	// watermark they say whether anything handed on is unacknowledged.
+	tx       pgoutput.TxState
+	received pglogrepl.LSN // WAL start of the last XLogData, or the start
 }
 
 // Run streams from start (the slot's confirmed_flush_lsn, or the slot's
@@ -144,7 +143,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 			zap.Stringer("read_lsn", start), zap.Stringer("lsn", held))
 		start = held
 	}
-	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, handedEnd: start, received: start}
+	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, tx: pgoutput.NewTxState(start), received: start}
 	s.confirmed.Store(uint64(start))
 	s.beat.Store(time.Now().UnixNano())
 	s.streaming.Store(true)
@@ -273,11 +272,11 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 		}
 		if stopBy.IsZero() && stopCtx.Err() != nil {
 			stopBy = now.Add(s.cfg.ShutdownTimeout)
-			if ss.inTx {
+			if ss.tx.InTx() {
 				s.log.Info("stopping: finishing the transaction being received")
 			}
 		}
-		if !stopBy.IsZero() && (!ss.inTx || now.After(stopBy)) {
+		if !stopBy.IsZero() && (!ss.tx.InTx() || now.After(stopBy)) {
 			return nil
 		}
 		if !now.Before(nextStatus) {
@@ -297,77 +296,18 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 		}
 		msg, err := ss.conn.ReceiveMessage(context.Background())
 		if err != nil {
-			var tooBig *pgproto3.ExceededMaxBodyLenErr
-			if errors.As(err, &tooBig) {
-				// N.B. permanent: the same message comes again after every
-				// restart, at the same position, until the limit is raised.
-				// pgconn has closed the connection: the slot stays at the
-				// last position confirmed, before the message.
-				return setupErrorf("receive: PostgreSQL sent a message of %d bytes after LSN %s, more than --pg-max-message-bytes %d: a row of an outbox table, with all its columns, is larger than walrelay accepts; the slot stays at %s, before it. Raise --pg-max-message-bytes (WALRELAY_PG_MAX_MESSAGE_BYTES) to at least %d, memory permitting: receiving it takes about twice its size",
-					tooBig.ActualBodyLen, ss.received, tooBig.MaxExpectedBodyLen, ss.confirmed, tooBig.ActualBodyLen)
+			if err := s.readError(ss, err, lastRecv); err != nil {
+				return err
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// N.B. re-arm: the deadline passed, or a wake-up moved it.
-				armed = time.Time{}
-				if quiet := time.Since(lastRecv); quiet > 4*interval {
-					return fmt.Errorf("receive: no message from PostgreSQL for %s, not even a reply to a status update asking for one: the connection is dead", quiet.Round(time.Second))
-				}
-				continue
-			}
-			return fmt.Errorf("receive: %w", err)
+			// N.B. re-arm: the deadline passed, or a wake-up moved it.
+			armed = time.Time{}
+			continue
 		}
 		received = true
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
-			if len(msg.Data) == 0 {
-				return errors.New("receive: empty CopyData")
-			}
-			switch msg.Data[0] {
-			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parse keepalive: %w", err)
-				}
-				s.walEnd.Store(uint64(pkm.ServerWALEnd))
-				// N.B. the keepalive's WAL end may be confirmed only when
-				// nothing handed downstream is unacknowledged and no
-				// transaction is half received: every commit before it was
-				// sent before this keepalive and is acknowledged, so an idle
-				// outbox on a busy database does not pin WAL.
-				idle := !ss.inTx && s.conf.Watermark() == ss.handedEnd
-				if pkm.ReplyRequested || (idle && pkm.ServerWALEnd > ss.confirmed) {
-					if err := s.sendStatusAt(ss, pkm.ServerWALEnd, idle, false); err != nil {
-						return err
-					}
-					nextStatus = time.Now().Add(interval)
-				}
-			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parse xlogdata: %w", err)
-				}
-				if len(xld.WALData) == 0 {
-					continue
-				}
-				// pgconn reuses its buffer: copy what goes downstream.
-				data := make([]byte, len(xld.WALData))
-				copy(data, xld.WALData)
-				m := Message{WALStart: xld.WALStart, Data: data}
-				if err := s.hand(ctx, ss, out, m, timer, &nextStatus); err != nil {
-					return err
-				}
-				s.received.Store(uint64(xld.WALStart))
-				ss.received = xld.WALStart
-				switch data[0] {
-				case 'B':
-					ss.inTx = true
-				case 'C':
-					ss.inTx = false
-					if end, ok := commitEnd(data); ok {
-						ss.handedEnd = end
-					}
-				}
+			if err := s.copyData(ctx, ss, out, msg.Data, timer, &nextStatus); err != nil {
+				return err
 			}
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(msg))
@@ -375,6 +315,94 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 			return errors.New("replication stream: server ended the stream")
 		}
 	}
+}
+
+// readError classifies an error of ReceiveMessage: nil for a read deadline
+// that passed while the connection is alive (read again), else the error
+// that ends the session.
+func (s *Stream) readError(ss *session, err error, lastRecv time.Time) error {
+	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &tooBig) {
+		// N.B. permanent: the same message comes again after every
+		// restart, at the same position, until the limit is raised.
+		// pgconn has closed the connection: the slot stays at the
+		// last position confirmed, before the message.
+		return setupErrorf("receive: PostgreSQL sent a message of %d bytes after LSN %s, more than --pg-max-message-bytes %d: a row of an outbox table, with all its columns, is larger than walrelay accepts; the slot stays at %s, before it. Raise --pg-max-message-bytes (WALRELAY_PG_MAX_MESSAGE_BYTES) to at least %d, memory permitting: receiving it takes about twice its size",
+			tooBig.ActualBodyLen, ss.received, tooBig.MaxExpectedBodyLen, ss.confirmed, tooBig.ActualBodyLen)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		if quiet := time.Since(lastRecv); quiet > 4*s.cfg.StatusInterval {
+			return fmt.Errorf("receive: no message from PostgreSQL for %s, not even a reply to a status update asking for one: the connection is dead", quiet.Round(time.Second))
+		}
+		return nil
+	}
+	return fmt.Errorf("receive: %w", err)
+}
+
+// copyData handles one CopyData message of the replication stream, by its
+// first byte.
+func (s *Stream) copyData(ctx context.Context, ss *session, out chan<- Message, data []byte, timer *time.Timer, nextStatus *time.Time) error {
+	if len(data) == 0 {
+		return errors.New("receive: empty CopyData")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		return s.keepalive(ss, data[1:], nextStatus)
+	case pglogrepl.XLogDataByteID:
+		return s.xlogData(ctx, ss, out, data[1:], timer, nextStatus)
+	}
+	return nil
+}
+
+// keepalive records the server's WAL end and answers when asked, or when
+// that end may be confirmed.
+func (s *Stream) keepalive(ss *session, data []byte, nextStatus *time.Time) error {
+	pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data)
+	if err != nil {
+		return fmt.Errorf("parse keepalive: %w", err)
+	}
+	s.walEnd.Store(uint64(pkm.ServerWALEnd))
+	// N.B. the keepalive's WAL end may be confirmed only when nothing
+	// handed downstream is unacknowledged and no transaction is half
+	// received: every commit before it was sent before this keepalive and
+	// is acknowledged, so an idle outbox on a busy database does not pin
+	// WAL. Both facts come from pgoutput.TxState, the parser decode uses.
+	idle := !ss.tx.InTx() && s.conf.Watermark() == ss.tx.LastEnd()
+	if pkm.ReplyRequested || (idle && pkm.ServerWALEnd > ss.confirmed) {
+		if err := s.sendStatusAt(ss, pkm.ServerWALEnd, idle, false); err != nil {
+			return err
+		}
+		*nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	}
+	return nil
+}
+
+// xlogData hands one message's WAL data downstream and follows its
+// transaction boundaries.
+func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- Message, data []byte, timer *time.Timer, nextStatus *time.Time) error {
+	xld, err := pglogrepl.ParseXLogData(data)
+	if err != nil {
+		return fmt.Errorf("parse xlogdata: %w", err)
+	}
+	if len(xld.WALData) == 0 {
+		return nil
+	}
+	// pgconn reuses its buffer: copy what goes downstream.
+	wal := make([]byte, len(xld.WALData))
+	copy(wal, xld.WALData)
+	m := Message{WALStart: xld.WALStart, Data: wal}
+	if err := s.hand(ctx, ss, out, m, timer, nextStatus); err != nil {
+		return err
+	}
+	s.received.Store(uint64(xld.WALStart))
+	ss.received = xld.WALStart
+	// N.B. a Begin or Commit out of protocol order, or a malformed one,
+	// ends the session: the keepalive decision must not rest on it.
+	if err := ss.tx.Observe(wal); err != nil {
+		return fmt.Errorf("receive at %s: %w", xld.WALStart, err)
+	}
+	return nil
 }
 
 // hand sends m downstream once it fits in the buffer (BufferBytes, and the
@@ -416,14 +444,6 @@ func (s *Stream) hand(ctx context.Context, ss *session, out chan<- Message, m Me
 			*nextStatus = time.Now().Add(s.cfg.StatusInterval)
 		}
 	}
-}
-
-func commitEnd(b []byte) (pglogrepl.LSN, bool) {
-	// Commit: 'C', flags(1), commit lsn(8), end lsn(8), time(8).
-	if len(b) < 26 {
-		return 0, false
-	}
-	return pglogrepl.LSN(binary.BigEndian.Uint64(b[10:])), true
 }
 
 func (s *Stream) sendStatus(ss *session) error {

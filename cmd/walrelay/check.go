@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -15,11 +12,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 )
 
+// checkResult is one line of `walrelay check`: a check's outcome, or why it
+// was skipped.
+type checkResult struct {
+	replication.Check
+	skipped string // the failed check this one depends on
+}
+
+// The preflight checks "outbox columns" depends on (replication.Preflight's
+// names): it reads the tables' columns, which says nothing when it cannot
+// connect or a table is missing.
+var columnsNeed = []string{"connect to PostgreSQL", "outbox tables exist"}
+
 // checkCmd runs every preflight check against PostgreSQL and Kafka without
-// streaming or creating anything, and prints one line per check.
+// streaming or creating anything, and prints one line per check. A check
+// that depends on a failed one says it was skipped.
 func checkCmd(args []string, stdout, stderr io.Writer) int {
 	c, code := parseCommand("check", args, stderr, nil, nil)
 	if code >= 0 {
@@ -28,30 +39,53 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	cfg, rc, dc, sc := c.cfg, c.rc, c.dc, c.sc
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	checks := replication.Preflight(ctx, rc, zap.NewNop())
-	if checks[0].Err == nil {
-		err := checkColumns(ctx, rc.ConnString, dc)
-		checks = append(checks, replication.Check{Name: "outbox columns", Err: err, Note: "every mapped and template column exists"})
-	}
-	checks = append(checks, checkKafka(ctx, cfg, sc.Opts)...)
-	failed := 0
-	for _, c := range checks {
-		if c.Err != nil {
-			failed++
-			fmt.Fprintf(stdout, "FAIL  %s: %v\n", c.Name, c.Err)
-			continue
-		}
-		if c.Note != "" {
-			fmt.Fprintf(stdout, "PASS  %s: %s\n", c.Name, c.Note)
-		} else {
-			fmt.Fprintf(stdout, "PASS  %s\n", c.Name)
+	var results []checkResult
+	failed := map[string]bool{}
+	for _, ch := range replication.Preflight(ctx, rc, zap.NewNop()) {
+		results = append(results, checkResult{Check: ch})
+		if ch.Err != nil {
+			failed[ch.Name] = true
 		}
 	}
-	if failed > 0 {
-		fmt.Fprintf(stdout, "%d of %d checks failed\n", failed, len(checks))
+	columns := checkResult{Check: replication.Check{Name: "outbox columns"}}
+	for _, need := range columnsNeed {
+		if failed[need] {
+			columns.skipped = need
+			break
+		}
+	}
+	if columns.skipped == "" {
+		columns.Err = pipeline.CheckColumns(ctx, rc.ConnString, dc)
+		columns.Note = "every mapped and template column exists"
+	}
+	results = append(results, columns)
+	for _, ch := range checkKafka(ctx, cfg, sc.Opts) {
+		results = append(results, checkResult{Check: ch})
+	}
+	nFailed, nSkipped := 0, 0
+	for _, r := range results {
+		switch {
+		case r.skipped != "":
+			nSkipped++
+			fmt.Fprintf(stdout, "SKIP  %s: not checked, because %q failed\n", r.Name, r.skipped)
+		case r.Err != nil:
+			nFailed++
+			fmt.Fprintf(stdout, "FAIL  %s: %v\n", r.Name, r.Err)
+		case r.Note != "":
+			fmt.Fprintf(stdout, "PASS  %s: %s\n", r.Name, r.Note)
+		default:
+			fmt.Fprintf(stdout, "PASS  %s\n", r.Name)
+		}
+	}
+	skipped := ""
+	if nSkipped > 0 {
+		skipped = fmt.Sprintf(", %d skipped", nSkipped)
+	}
+	if nFailed > 0 {
+		fmt.Fprintf(stdout, "%d of %d checks failed%s\n", nFailed, len(results), skipped)
 		return exitConfig
 	}
-	fmt.Fprintf(stdout, "all %d checks passed\n", len(checks))
+	fmt.Fprintf(stdout, "all %d checks passed\n", len(results))
 	return exitOK
 }
 
@@ -88,31 +122,4 @@ func checkKafka(ctx context.Context, cfg config, opts []kgo.Opt) []replication.C
 		c.Err = fmt.Errorf("topic %s does not exist and --create-topics is off: create it", cfg.dlqTopic)
 	}
 	return append(checks, c)
-}
-
-// healthCmd probes a running walrelay's HTTP endpoint; for container
-// health checks in images without a shell.
-func healthCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("health", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", "http://127.0.0.1:8080/readyz", "endpoint to probe")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitConfig
-	}
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(*url)
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay health: %v\n", err)
-		return exitRuntime
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	fmt.Fprintf(stdout, "%s %s", resp.Status, strings.TrimSpace(string(body))+"\n")
-	if resp.StatusCode != http.StatusOK {
-		return exitRuntime
-	}
-	return exitOK
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -44,9 +45,10 @@ type config struct {
 	linger          time.Duration
 	logLevel        string
 	logFormat       string
-	benchNullSink   bool
-	cpuProfile      string
+	benchNullSink   bool   // bench build only (bench.go)
+	cpuProfile      string // bench build only (bench.go)
 	httpAddr        string
+	httpPprof       bool
 	onPoison        string
 	dlqTopic        string
 	lagWarnBytes    int64
@@ -62,6 +64,10 @@ const envPrefix = "WALRELAY_"
 func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
+
+// benchFlags adds the bench build's switches (bench.go); nil in the
+// product's build, whose flag set has none.
+var benchFlags func(fs *flag.FlagSet, cfg *config)
 
 func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -91,6 +97,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.onPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
 	fs.StringVar(&cfg.dlqTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
 	fs.StringVar(&cfg.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
+	fs.BoolVar(&cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
 	fs.Int64Var(&cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
 	fs.BoolVar(&cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
 	fs.BoolVar(&cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
@@ -104,8 +111,9 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
-	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a Go CPU profile to this file until exit (for performance work)")
-	fs.BoolVar(&cfg.benchNullSink, "bench-null-sink", false, "BENCHMARKS ONLY: acknowledge events without sending them to Kafka, confirming the slot past them (events are dropped)")
+	if benchFlags != nil {
+		benchFlags(fs, cfg)
+	}
 	return fs
 }
 
@@ -114,7 +122,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: walrelay %s [flags]\n\nEvery flag can also be set through its environment variable, e.g. --pg-url as %s.\n\nFlags:\n", fs.Name(), envName("pg-url"))
+		fmt.Fprintf(stderr, "Usage: walrelay %s [flags]\n\nEvery flag can also be set through its environment variable, e.g. --pg-url as %s.\n'walrelay help' lists the other commands.\n\nFlags:\n", fs.Name(), envName("pg-url"))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -232,7 +240,7 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		MaxRecordBytes: c.maxMessageBytes,
 	}
 	// N.B. a bad template is reported by dc.Validate.
-	if mapped, err := mappedColumns(dc); err == nil {
+	if mapped, err := pipeline.MappedColumns(dc); err == nil {
 		rc.Columns = slices.Sorted(maps.Keys(mapped))
 	}
 	sc := sink.Config{
@@ -309,4 +317,17 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 		return nil, exitConfig
 	}
 	return c, -1
+}
+
+// pipeline is the relay's configuration: the stages' and what runs them.
+func (c *command) pipeline() pipeline.Config {
+	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes}
+}
+
+func indent(err error) string {
+	out := ""
+	for _, line := range strings.Split(err.Error(), "\n") {
+		out += "  - " + line + "\n"
+	}
+	return out
 }

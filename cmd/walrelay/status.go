@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -72,114 +69,4 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return exitSlotLost
 	}
 	return exitOK
-}
-
-// setupCmd creates, or with --print prints, the SQL for a least-privilege
-// role, the publication and the slot, and the pg_hba.conf line.
-func setupCmd(args []string, stdout, stderr io.Writer) int {
-	var print *bool
-	var role *string
-	c, code := parseCommand("setup", args, stderr, func(fs *flag.FlagSet) {
-		print = fs.Bool("print", false, "print the SQL instead of running it")
-		role = fs.String("role", "walrelay", "least-privilege role to create for walrelay (empty: none); its password comes from WALRELAY_SETUP_ROLE_PASSWORD")
-	}, func() bool { return *print })
-	if code >= 0 {
-		return code
-	}
-	cfg, rc := c.cfg, c.rc
-	tables := splitList(cfg.tables)
-	quoted := make([]string, len(tables))
-	for i, t := range tables {
-		s, n, err := decode.SplitTable(t)
-		if err != nil {
-			fmt.Fprintf(stderr, "walrelay: %v\n", err)
-			return exitConfig
-		}
-		quoted[i] = pgx.Identifier{s, n}.Sanitize()
-	}
-	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
-	type stmt struct{ sql, exists string }
-	var stmts []stmt
-	if *role != "" {
-		r := pgx.Identifier{*role}.Sanitize()
-		pw := "'<password>'"
-		if password != "" && !*print {
-			pw = "'" + strings.ReplaceAll(password, "'", "''") + "'"
-		}
-		stmts = append(stmts, stmt{fmt.Sprintf("CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD %s", r, pw),
-			fmt.Sprintf("SELECT 1 FROM pg_roles WHERE rolname = '%s'", strings.ReplaceAll(*role, "'", "''"))})
-		schemas := map[string]bool{}
-		for _, t := range tables {
-			s, _, _ := decode.SplitTable(t)
-			if !schemas[s] {
-				schemas[s] = true
-				stmts = append(stmts, stmt{sql: fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", pgx.Identifier{s}.Sanitize(), r)})
-			}
-		}
-		stmts = append(stmts, stmt{sql: fmt.Sprintf("GRANT SELECT ON %s TO %s", strings.Join(quoted, ", "), r)})
-	}
-	stmts = append(stmts,
-		stmt{replication.CreatePublicationSQL(cfg.publication, tables),
-			fmt.Sprintf("SELECT 1 FROM pg_publication WHERE pubname = '%s'", cfg.publication)},
-		stmt{fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot),
-			fmt.Sprintf("SELECT 1 FROM pg_replication_slots WHERE slot_name = '%s'", cfg.slot)},
-	)
-	hba := func(db string) string {
-		user := *role
-		if user == "" {
-			user = "<walrelay's role>"
-		}
-		return fmt.Sprintf("# pg_hba.conf: logical replication connections match the database name, not the 'replication' keyword;\n# narrow the address to walrelay's hosts.\nhost    %s    %s    0.0.0.0/0    scram-sha-256", db, user)
-	}
-	if *print {
-		fmt.Fprintln(stdout, "-- Run as the outbox table's owner or a superuser, in the outbox's database.")
-		if *role != "" {
-			fmt.Fprintln(stdout, "-- The role needs no other privilege: REPLICATION streams the slot; SELECT lets `walrelay check` read the table.")
-		}
-		for _, s := range stmts {
-			fmt.Fprintln(stdout, s.sql+";")
-		}
-		fmt.Fprintln(stdout, "\n"+hba("<database>"))
-		return exitOK
-	}
-	if *role != "" && password == "" {
-		fmt.Fprintln(stderr, "walrelay: set WALRELAY_SETUP_ROLE_PASSWORD to the new role's password, or pass --role '' to skip creating a role")
-		return exitConfig
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, rc.ConnString)
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: connect to postgresql: %v\n", err)
-		return exitRuntime
-	}
-	defer conn.Close(context.Background())
-	var db string
-	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitRuntime
-	}
-	for _, s := range stmts {
-		if s.exists != "" {
-			var one int
-			if err := conn.QueryRow(ctx, s.exists).Scan(&one); err == nil {
-				fmt.Fprintf(stdout, "exists: %s\n", redactPassword(s.sql))
-				continue
-			}
-		}
-		if _, err := conn.Exec(ctx, s.sql); err != nil {
-			fmt.Fprintf(stderr, "walrelay: %s: %v\n", redactPassword(s.sql), err)
-			return exitConfig
-		}
-		fmt.Fprintf(stdout, "done:   %s\n", redactPassword(s.sql))
-	}
-	fmt.Fprintln(stdout, "\n"+hba(db))
-	return exitOK
-}
-
-func redactPassword(sql string) string {
-	if i := strings.Index(sql, " PASSWORD "); i >= 0 {
-		return sql[:i] + " PASSWORD '***'"
-	}
-	return sql
 }

@@ -1,5 +1,3 @@
-// Package budget bounds bytes held between two goroutines: one acquires
-// before handing data on, the other releases once it is done with it.
 package budget
 
 import (

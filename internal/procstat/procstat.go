@@ -1,5 +1,3 @@
-// Package procstat reads a process's figures from /proc, for the tests and
-// the benchmarks.
 package procstat
 
 import (

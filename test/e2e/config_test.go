@@ -255,3 +255,26 @@ func TestMetricsMatchKafka(t *testing.T) {
 		t.Errorf("exit code %d, want 0", code)
 	}
 }
+
+// TestCheckSkipsWhatDependsOnAFailedCheck: with the outbox table missing,
+// `walrelay check` fails the table check and says the column check was
+// skipped, rather than passing it.
+func TestCheckSkipsWhatDependsOnAFailedCheck(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	flags := []string{"--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub,
+		"--table", "public.no_such_outbox_" + e.Prefix}
+	code, out := runOnce(t, nil, append([]string{"check"}, flags...)...)
+	if code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(out, "FAIL  outbox tables exist: outbox table public.no_such_outbox_"+e.Prefix+" does not exist") {
+		t.Errorf("no FAIL line for the missing table:\n%s", out)
+	}
+	if !strings.Contains(out, `SKIP  outbox columns: not checked, because "outbox tables exist" failed`) || strings.Contains(out, "PASS  outbox columns") {
+		t.Errorf("the column check is not reported as skipped:\n%s", out)
+	}
+	if !strings.Contains(out, "checks failed, 1 skipped") {
+		t.Errorf("the summary does not count the skipped check:\n%s", out)
+	}
+}

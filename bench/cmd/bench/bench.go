@@ -57,9 +57,12 @@ func newBench(ctx context.Context, cfg *config, env *rig.Env) (*bench, error) {
 
 	if b.bin = cfg.walrelayBin; b.bin == "" {
 		logf("building walrelay")
-		if b.bin, err = rig.BuildWalrelay(ctx, b.work); err != nil {
+		if b.bin, err = rig.BuildWalrelay(ctx, b.work, "bench"); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.has(relayNull) && !rig.HasFlag(b.bin, "bench-null-sink") {
+		return nil, fmt.Errorf("relay %s: %s has no --bench-null-sink: build it with go build -tags bench ./cmd/walrelay (make bench does)", relayNull, b.bin)
 	}
 	b.profiling = cfg.profile && rig.HasFlag(b.bin, "cpu-profile")
 	b.httpAddr = rig.HasFlag(b.bin, "http-addr")

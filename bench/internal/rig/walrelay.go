@@ -11,12 +11,18 @@ import (
 )
 
 // BuildWalrelay builds ./cmd/walrelay (of the module in the current
-// directory) into dir and returns the binary's path.
-func BuildWalrelay(ctx context.Context, dir string) (string, error) {
+// directory) into dir with the build tags given and returns the binary's
+// path. The tag "bench" adds --bench-null-sink and --cpu-profile
+// (cmd/walrelay/bench.go).
+func BuildWalrelay(ctx context.Context, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "walrelay")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/walrelay/walrelay/cmd/walrelay")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build walrelay: %w\n%s", err, out)
 	}
@@ -26,7 +32,14 @@ func BuildWalrelay(ctx context.Context, dir string) (string, error) {
 // HasFlag reports whether `bin run -h` lists --name.
 func HasFlag(bin, name string) bool {
 	out, _ := exec.Command(bin, "run", "-h").CombinedOutput()
-	return strings.Contains(string(out), "-"+name+" ")
+	// N.B. PrintDefaults writes "  -name type" for most flags and
+	// "  -name" alone for a bool.
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "-"+name && strings.HasPrefix(line, "  -") {
+			return true
+		}
+	}
+	return false
 }
 
 // StartWalrelay runs `bin run args...` with its log in logPath. The

@@ -1,0 +1,145 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// bufferMessages is the capacity of the channel between replication and
+// decoding; the bytes in flight to Kafka are bounded by the sink.
+const bufferMessages = 1024
+
+// attempt runs one pipeline: one replication connection, one Kafka client,
+// one checkpoint tracker starting at the slot's confirmed position. The
+// stages are built back to front: tracker, sink, decoder, stream.
+func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
+	r.current.Store(nil)
+	// Columns first: nothing is created for a mapping that cannot work.
+	if err := CheckColumns(ctx, r.rc.ConnString, r.dc); err != nil {
+		return onPostgres(err)
+	}
+	st, err := replication.Prepare(ctx, r.rc, r.log)
+	if err != nil {
+		return onPostgres(err)
+	}
+	tr := checkpoint.New(st.ConfirmedFlush)
+	sc := r.sc
+	sc.Metrics = r.metrics
+	sc.Isolation = r.iso
+	snk, err := sink.New(sc, tr, r.log)
+	if err != nil {
+		return err
+	}
+	// N.B. on any failure the client is discarded with whatever it still
+	// holds; the next attempt re-reads from the confirmed position.
+	defer snk.Close()
+	if err := snk.Start(ctx); err != nil {
+		r.kafkaOK.Store(false)
+		return onKafka(err)
+	}
+	r.kafkaOK.Store(true)
+	dc := r.dc
+	dc.ResolvePartitions = true
+	dec, err := decode.New(dc, r.log)
+	if err != nil {
+		return err
+	}
+	roots := replication.NewRoots(r.rc)
+	defer roots.Close()
+	stream := replication.New(r.rc, tr, r.log)
+	r.current.Store(&attemptState{stream: stream, tr: tr, snk: snk})
+	msgs := make(chan replication.Message, bufferMessages)
+	drained := make(chan struct{})
+	pipelineDone := make(chan struct{})
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return onPostgres(stream.Run(gctx, stop, st.ConfirmedFlush, msgs, drained))
+	})
+	g.Go(func() error {
+		defer close(pipelineDone)
+		return r.decodeLoop(gctx, msgs, drained, dec, roots, stream, snk, tr)
+	})
+	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr) })
+	return g.Wait()
+}
+
+// decodeLoop decodes the stream's messages and hands each transaction part
+// to the sink, until msgs is closed (a graceful stop: it drains) or a stage
+// fails.
+func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message, drained chan<- struct{},
+	dec *decode.Decoder, roots *replication.Roots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker) error {
+	var ignored uint64
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				r.metrics.SetState(metrics.StateStopping)
+				return r.drain(ctx, snk, tr, drained)
+			}
+			tx, err := dec.Decode(m.Data)
+			stream.Done(m)
+			if err != nil {
+				return fmt.Errorf("decode message at %s: %w", m.WALStart, err)
+			}
+			// N.B. a relation that is not an outbox may be an outbox's
+			// partition: asked once per Relation message, before any
+			// row of it is decoded, so that its rows are never taken
+			// for another table's and confirmed past.
+			for oid, _, ok := dec.Unresolved(); ok; oid, _, ok = dec.Unresolved() {
+				root, exists, err := roots.Root(ctx, oid)
+				if err != nil {
+					return onPostgres(err)
+				}
+				if err := dec.Resolve(oid, root, exists); err != nil {
+					return err
+				}
+			}
+			if tx == nil {
+				continue
+			}
+			if err := snk.Produce(ctx, tx); err != nil {
+				return onKafka(err)
+			}
+			if tx.Last {
+				r.metrics.Transactions.Inc()
+				if n := dec.Stats.Ignored; n != ignored {
+					r.metrics.Ignored.Add(float64(n - ignored))
+					ignored = n
+				}
+			}
+		case <-snk.Failed():
+			return onKafka(snk.Err())
+		case <-ctx.Done():
+			// The replication stage failed (or the relay aborts): it
+			// leaves msgs open, so stop here.
+			return ctx.Err()
+		}
+	}
+}
+
+// drain waits for outstanding acknowledgements after a graceful stop, then
+// lets the replication stage send its final status update.
+func (r *Relay) drain(ctx context.Context, snk *sink.Sink, tr *checkpoint.Tracker, drained chan<- struct{}) error {
+	defer close(drained)
+	fctx, cancel := context.WithTimeout(ctx, r.rc.ShutdownTimeout)
+	defer cancel()
+	err := snk.Flush(fctx)
+	if err != nil && snk.Err() != nil {
+		return snk.Err()
+	}
+	if err != nil {
+		recs, _, _ := tr.InFlight()
+		r.log.Warn("shutdown timeout: unacknowledged records will be sent again on restart", zap.Int64("records", recs), zap.Error(err))
+	}
+	return nil
+}

@@ -1,0 +1,13 @@
+// Package pipeline runs the stages together: replication → decode → sink,
+// with the checkpoint tracker between the sink's acknowledgements and the
+// replication stage's status updates, and a watch loop beside them.
+//
+// Input: the stages' configurations. Output: every committed outbox insert
+// as a Kafka record, the slot confirmed behind Kafka's acknowledgements,
+// and the relay's health, readiness and gauges.
+// Invariant (the restart rule): any stage error ends the attempt, the Kafka
+// client is discarded with whatever it still holds, and the next attempt
+// restarts from the slot's confirmed position with a new stream, decoder,
+// sink and tracker; only a permanent error (setup, slot lost, a poison
+// event with --on-poison halt) ends Run.
+package pipeline

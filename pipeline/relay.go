@@ -1,0 +1,273 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// Config is what the relay runs: the stages' configurations and what the
+// relay around them needs.
+type Config struct {
+	// Replication configures the replication stage; its StatusInterval
+	// also paces the watch loop and the health check, its ShutdownTimeout
+	// bounds a graceful stop. Its defaults are applied (WithDefaults).
+	Replication replication.Config
+	// Decode configures the decoder. ResolvePartitions is always set: the
+	// relay resolves partitions against the catalog.
+	Decode decode.Config
+	// Sink configures the Kafka producer. Metrics and Isolation are set by
+	// the relay.
+	Sink sink.Config
+	// LagWarnBytes: log a warning, at most once a minute, while the slot's
+	// lag exceeds this many bytes. Default 0: never.
+	LagWarnBytes int64
+	// Metrics records the relay's metrics; the relay adds the gauges read
+	// from the running attempt (Metrics.ReadFrom). Default: a registry of
+	// its own, served by nobody.
+	Metrics *metrics.Metrics
+}
+
+// Validate reports every problem with the stages' configurations at once.
+func (c Config) Validate() error {
+	var errs []error
+	for _, v := range []interface{ Validate() error }{c.Replication, c.Decode, c.Sink} {
+		if err := v.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.LagWarnBytes < 0 {
+		errs = append(errs, fmt.Errorf("--lag-warn-bytes %d: want 0 (never) or more", c.LagWarnBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// Relay runs attempts of the pipeline and restarts them after failures.
+type Relay struct {
+	rc           replication.Config
+	dc           decode.Config
+	sc           sink.Config
+	log          *zap.Logger
+	metrics      *metrics.Metrics
+	lagWarnBytes int64
+
+	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
+	current atomic.Pointer[attemptState]
+	kafkaOK atomic.Bool
+
+	abort     chan struct{}
+	abortOnce sync.Once
+
+	// iso outlives the attempts: after Kafka rejected a record batch, the
+	// next attempts produce its topic's records one at a time until the
+	// record at fault is found (sink.Isolation).
+	iso *sink.Isolation
+}
+
+// attemptState is the live state of one attempt, read by the health
+// checks and the metrics.
+type attemptState struct {
+	stream *replication.Stream
+	tr     *checkpoint.Tracker
+	snk    *sink.Sink
+}
+
+// New returns a relay for cfg; Run starts it.
+func New(cfg Config, log *zap.Logger) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m = metrics.New()
+	}
+	r := &Relay{
+		rc:           cfg.Replication.WithDefaults(),
+		dc:           cfg.Decode,
+		sc:           cfg.Sink,
+		log:          log,
+		metrics:      m,
+		lagWarnBytes: cfg.LagWarnBytes,
+		abort:        make(chan struct{}),
+		iso:          sink.NewIsolation(),
+	}
+	r.register()
+	return r, nil
+}
+
+// Abort ends a graceful stop at once: the attempt's connections are closed
+// without waiting for Kafka. Safe to call from any goroutine, more than once.
+func (r *Relay) Abort() { r.abortOnce.Do(func() { close(r.abort) }) }
+
+// IsSetupError reports whether err is one a person must fix in PostgreSQL,
+// Kafka or walrelay's flags: retrying does not help.
+func IsSetupError(err error) bool {
+	return errors.Is(err, replication.ErrSetup) || errors.Is(err, sink.ErrTopicMissing) || errors.Is(err, ErrColumns)
+}
+
+// permanent errors stop the relay; everything else restarts it from the
+// last confirmed position.
+func permanent(err error) bool {
+	return IsSetupError(err) || errors.Is(err, replication.ErrSlotLost) || errors.Is(err, sink.ErrPoison)
+}
+
+// Run relays until ctx is cancelled or an attempt fails permanently.
+//
+// Cancelling ctx stops gracefully: the transaction being received is
+// finished, outstanding acknowledgements are awaited up to the replication
+// ShutdownTimeout, the final status update is sent, and Run returns
+// ctx.Err(). Abort cuts that short; Run then returns the attempt's error
+// (context.Canceled, or one that wraps it, when nothing else failed).
+func (r *Relay) Run(ctx context.Context) error {
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		select {
+		case <-r.abort:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	err := r.run(actx, ctx.Done())
+	if err == nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// run runs attempts until stop is closed (nil), ctx is cancelled, or an
+// attempt fails permanently.
+func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
+	const minBackoff, maxBackoff = 500 * time.Millisecond, 30 * time.Second
+	backoff := minBackoff
+	var waiting error // the sentinel of the wait being logged, if any
+	r.beat.Store(time.Now().UnixNano())
+	defer r.metrics.SetState(metrics.StateStopping)
+	for {
+		started := time.Now()
+		err := r.attempt(ctx, stop)
+		r.beat.Store(time.Now().UnixNano())
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if permanent(err) {
+			return err
+		}
+		select {
+		case <-stop:
+			r.log.Warn("stopped while restarting", zap.Error(err))
+			return nil
+		default:
+		}
+		r.metrics.Restarts.WithLabelValues(cause(err)).Inc()
+		// N.B. an attempt that streamed was healthy: the next failure is a
+		// new one, not a repeat, and waits the least.
+		if p := r.current.Load(); time.Since(started) > time.Minute || p != nil && p.stream.Streamed() {
+			backoff = minBackoff
+		}
+		wait := backoff
+		if kind, msg := waitFor(err); kind != nil {
+			// N.B. a standby polls the slot quickly so that it takes over
+			// within seconds of the active instance going away, or of the
+			// slot becoming ready.
+			wait = time.Second
+			r.metrics.SetState(metrics.StateWaiting)
+			if waiting != kind {
+				r.log.Info(msg, zap.String("slot", r.rc.Slot), zap.Error(err))
+			}
+			waiting = kind
+		} else {
+			waiting = nil
+			r.metrics.SetState(metrics.StateRestarting)
+			r.log.Warn("restarting from the last confirmed position", zap.Error(err), zap.Duration("backoff", wait))
+			backoff = min(backoff*2, maxBackoff)
+		}
+		select {
+		case <-time.After(wait):
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitFor says whether err means the slot is not ours yet (not a failure):
+// which wait it is, and what to log once when it starts.
+func waitFor(err error) (kind error, msg string) {
+	switch {
+	case errors.Is(err, replication.ErrSlotInUse):
+		return replication.ErrSlotInUse, "slot is streamed by another process; waiting to take over"
+	case errors.Is(err, replication.ErrSlotNotReady):
+		return replication.ErrSlotNotReady, "slot is being created by another session; waiting until it is ready"
+	}
+	return nil, ""
+}
+
+// stageError marks which side an attempt failed on.
+type stageError struct {
+	cause string // postgres or kafka
+	err   error
+}
+
+func (e *stageError) Error() string { return e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
+
+func onPostgres(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stageError{cause: "postgres", err: err}
+}
+
+func onKafka(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stageError{cause: "kafka", err: err}
+}
+
+// cause classifies a restart for walrelay_restarts_total.
+func cause(err error) string {
+	var se *stageError
+	if errors.As(err, &se) {
+		return se.cause
+	}
+	return "other"
+}
+
+// MemoryLimit is the Go memory a relay of cfg needs: what
+// Sink.MaxInflightBytes and the replication buffer bound, plus headroom.
+func (c Config) MemoryLimit() int64 {
+	inflight := c.Sink.MaxInflightBytes
+	if inflight == 0 {
+		inflight = 64 << 20 // sink's default
+	}
+	return int64(inflight) + replication.BufferBytes + memoryHeadroom
+}
+
+// memoryHeadroom is the Go memory walrelay needs besides what
+// --max-inflight-bytes and the replication buffer bound: the transaction
+// part being produced (1 MiB), the produce request being written, clients,
+// metrics, stacks, and room for the collector.
+//
+// N.B. the in-flight bytes count what records really hold (decode copies
+// their bytes out of the replication message), so the live heap stays
+// under this limit and the collector does not run back to back: with
+// --max-inflight-bytes 4 MiB and Kafka throttled it ran as often as
+// without a limit (TestMemoryBoundPerRowShape, GOMEMLIMIT=off to compare).
+// Before, a record pointing into a 50 KB row held 50 KB for 1.4 KiB
+// counted, the heap outgrew the limit and collections took 40-80% of the
+// CPU.
+const memoryHeadroom = 16 << 20

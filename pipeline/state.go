@@ -1,0 +1,70 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/walrelay/walrelay/internal/metrics"
+)
+
+// Healthy reports whether the process runs and its loops turn, and if not,
+// why (for /healthz).
+func (r *Relay) Healthy() (bool, string) {
+	limit := max(3*r.rc.StatusInterval, 30*time.Second)
+	last := time.Unix(0, r.beat.Load())
+	if p := r.current.Load(); p != nil && p.stream.Beat().After(last) {
+		last = p.stream.Beat()
+	}
+	if age := time.Since(last); age > limit {
+		return false, fmt.Sprintf("no loop has turned for %s", age.Round(time.Second))
+	}
+	return true, ""
+}
+
+// Ready reports whether this instance holds the slot and streams, and
+// Kafka answers; if not, why (for /readyz).
+func (r *Relay) Ready() (bool, string) {
+	p := r.current.Load()
+	switch {
+	case p == nil || !p.stream.Streaming():
+		return false, "not streaming: " + r.metrics.State()
+	case !r.kafkaOK.Load():
+		return false, "kafka does not answer"
+	}
+	return true, ""
+}
+
+// register gives the metrics the gauges read from the running attempt
+// (0 while none runs).
+func (r *Relay) register() {
+	read := func(f func(p *attemptState) float64) func() float64 {
+		return func() float64 {
+			if p := r.current.Load(); p != nil {
+				return f(p)
+			}
+			return 0
+		}
+	}
+	r.metrics.ReadFrom(metrics.Gauges{
+		InflightEvents: read(func(p *attemptState) float64 {
+			recs, _, _ := p.tr.InFlight()
+			return float64(recs)
+		}),
+		InflightBytes: read(func(p *attemptState) float64 { return float64(p.snk.InflightBytes()) }),
+		OldestUnackedSeconds: read(func(p *attemptState) float64 {
+			if _, _, oldest := p.tr.InFlight(); !oldest.IsZero() {
+				return time.Since(oldest).Seconds()
+			}
+			return 0
+		}),
+		ReceivedLSN:     read(func(p *attemptState) float64 { return float64(p.stream.Received()) }),
+		ConfirmedLSN:    read(func(p *attemptState) float64 { return float64(p.stream.Confirmed()) }),
+		ServerWALEndLSN: read(func(p *attemptState) float64 { return float64(p.stream.ServerWALEnd()) }),
+		Ready: func() float64 {
+			if ok, _ := r.Ready(); ok {
+				return 1
+			}
+			return 0
+		},
+	})
+}

@@ -1,0 +1,92 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// progressInterval is how often the log says where the stream stands.
+const progressInterval = 30 * time.Second
+
+// watch polls the slot and Kafka while the pipeline runs: it sets the
+// state, warns about lag, and stops the relay if the slot is lost.
+func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker) error {
+	interval := min(r.rc.StatusInterval, 5*time.Second)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var lastPoll time.Time
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	var lastWarn time.Time
+	lastProgress, lastTx := time.Now(), uint64(0)
+	for {
+		if stream.Streaming() && r.metrics.State() != metrics.StateStopping {
+			r.metrics.SetState(metrics.StateStreaming)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-done:
+			return nil
+		case <-tick.C:
+		}
+		if time.Since(lastProgress) >= progressInterval {
+			// One line now and then says where the stream stands, so that a
+			// stall shows in the log without metrics.
+			recs, txs, _ := tr.InFlight()
+			n := r.metrics.TransactionCount()
+			r.log.Info("progress", zap.Uint64("transactions", n-lastTx), zap.Duration("period", time.Since(lastProgress).Round(time.Second)),
+				zap.Stringer("received_lsn", stream.Received()), zap.Stringer("confirmed_lsn", stream.Confirmed()),
+				zap.Stringer("server_wal_end", stream.ServerWALEnd()), zap.Int64("inflight_records", recs), zap.Int64("inflight_transactions", txs))
+			lastProgress, lastTx = time.Now(), n
+		}
+		if time.Since(lastPoll) < interval {
+			continue
+		}
+		lastPoll = time.Now()
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		r.kafkaOK.Store(snk.Ping(pctx) == nil)
+		if conn == nil {
+			conn, _ = pgx.Connect(pctx, r.rc.ConnString)
+		}
+		if conn != nil {
+			st, err := replication.QuerySlot(pctx, conn, r.rc.Slot)
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+			} else {
+				r.metrics.SlotLagBytes.Set(float64(st.LagBytes))
+				r.metrics.SetWALStatus(st.WALStatus)
+				if st.SafeWALSize != nil {
+					r.metrics.SlotSafeWALSize.Set(float64(*st.SafeWALSize))
+				} else {
+					r.metrics.SlotSafeWALSize.Set(math.NaN())
+				}
+				if st.WALStatus == "lost" {
+					cancel()
+					return fmt.Errorf("%w: slot %q has wal_status lost while streaming: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)", replication.ErrSlotLost, r.rc.Slot)
+				}
+				if r.lagWarnBytes > 0 && st.LagBytes > r.lagWarnBytes && time.Since(lastWarn) > time.Minute {
+					lastWarn = time.Now()
+					r.log.Warn("slot lag above --lag-warn-bytes", zap.String("slot", r.rc.Slot), zap.Int64("lag_bytes", st.LagBytes),
+						zap.String("wal_status", st.WALStatus), zap.Int64p("safe_wal_size", st.SafeWALSize))
+				}
+			}
+		}
+		cancel()
+	}
+}
