@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test chaos lint clean
+.PHONY: build test chaos explore lint clean
 
 build:
 	$(GO) build -o bin/walrelay ./cmd/walrelay
@@ -20,6 +20,13 @@ test:
 # other scenario. About half an hour on two cores.
 chaos:
 	WALRELAY_CHAOS=1 $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 3h ./test/fault/
+
+# The generative suite of test/explore (its package doc) over many random
+# cases: EXPLORE_CASES=N, WALRELAY_EXPLORE_BASE=seed of the first; one case
+# again with WALRELAY_EXPLORE_SEED=N. About 30 s a case on two cores.
+EXPLORE_CASES ?= 300
+explore:
+	EXPLORE_CASES=$(EXPLORE_CASES) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 12h -run TestExplore ./test/explore/
 
 lint:
 	$(GO) vet ./...

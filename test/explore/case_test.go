@@ -318,7 +318,7 @@ func (x *explorer) started() bool {
 	if mayRefuse && code == 2 && strings.Contains(x.relay.Log(), "publish_via_partition_root") {
 		return false
 	}
-	t.Fatalf("walrelay exited with code %d before streaming", code)
+	t.Fatalf("walrelay exited with code %d before streaming: %s", code, lastLine(x.relay.Log(), "walrelay: "))
 	return false
 }
 
@@ -394,8 +394,21 @@ func (x *explorer) waitCommitted(n int64) {
 // dead-letter.
 func (x *explorer) awaitHalt() {
 	t := x.t
+	polls := 0
 	harness.WaitFor(t, 3*time.Minute, "walrelay to halt at the poison row", func() bool {
-		return x.relay.Exited()
+		if x.relay.Exited() {
+			return true
+		}
+		if polls++; polls%10 == 0 {
+			// N.B. a relay that confirms past the poison row instead of
+			// halting fails at once: it will not halt any more.
+			if first := x.firstPoisonEnd(); first != 0 {
+				if confirmed := x.e.Bed.Slot(t, x.e.DSN, x.e.Slot).ConfirmedFlushLSN; confirmed >= first {
+					t.Fatalf("halt: walrelay runs on, the slot confirmed %s, at or past the poison row's commit end %s", confirmed, first)
+				}
+			}
+		}
+		return false
 	})
 	code := x.relay.Wait(time.Second)
 	x.retire()
@@ -406,13 +419,7 @@ func (x *explorer) awaitHalt() {
 		t.Errorf("halt: walrelay's log does not say it stopped at a poison event (--on-poison=halt)")
 	}
 	confirmed := x.e.Bed.Slot(t, x.e.DSN, x.e.Slot).ConfirmedFlushLSN
-	ends := x.wit.CommitEnds(t)
-	var first pglogrepl.LSN
-	for _, r := range x.e.ShapeRows(t, x.shape) {
-		if end, ok := ends[r.Xid]; r.Poison && ok && (first == 0 || end < first) {
-			first = end
-		}
-	}
+	first := x.firstPoisonEnd()
 	switch {
 	case first == 0:
 		t.Errorf("halt: walrelay halted, but no poison row is committed")
@@ -425,6 +432,19 @@ func (x *explorer) awaitHalt() {
 	x.relay.WaitStreaming()
 	in.End()
 	x.halted = true
+}
+
+// firstPoisonEnd is the commit end of the first committed poison row, 0
+// while there is none.
+func (x *explorer) firstPoisonEnd() pglogrepl.LSN {
+	ends := x.wit.CommitEnds(x.t)
+	var first pglogrepl.LSN
+	for _, r := range x.e.ShapeRows(x.t, x.shape) {
+		if end, ok := ends[r.Xid]; r.Poison && ok && (first == 0 || end < first) {
+			first = end
+		}
+	}
+	return first
 }
 
 // inject strikes the case's fault once and records it.
@@ -657,4 +677,19 @@ func trimp(s *string) string {
 		return "NULL"
 	}
 	return trim(*s)
+}
+
+// lastLine is the last line of log that contains marker, and the one after
+// it (walrelay's refusals list their problems on the next lines).
+func lastLine(log, marker string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], marker) {
+			if i+1 < len(lines) {
+				return lines[i] + " " + strings.TrimSpace(lines[i+1])
+			}
+			return lines[i]
+		}
+	}
+	return "(no line with " + marker + ")"
 }

@@ -156,7 +156,10 @@ func (w *ShapeWorkload) Run(ctx context.Context, e *Env) error {
 }
 
 func (w *ShapeWorkload) done(ctx context.Context) bool {
-	return ctx.Err() != nil || (w.Events > 0 && w.committed.Load() >= int64(w.Events))
+	// N.B. the poison rows and the huge transaction are written before the
+	// writers stop, even when the huge one alone passes Events.
+	return ctx.Err() != nil || (w.Events > 0 && w.committed.Load() >= int64(w.Events) &&
+		w.poisonLeft.Load() <= 0 && (w.Huge == 0 || w.hugeDone.Load()))
 }
 
 // shapeTx is one transaction's plan.
