@@ -383,7 +383,7 @@ func (x *explorer) waitCommitted(n int64) {
 				x.awaitHalt()
 				continue
 			}
-			t.Fatalf("walrelay exited unexpectedly (code %v)", x.relay.Err())
+			x.mustRun("while the writers wrote")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -429,9 +429,24 @@ func (x *explorer) awaitHalt() {
 	in := x.faults.Begin("halt")
 	x.onPoison = "dead-letter"
 	x.startRelay()
-	x.relay.WaitStreaming()
+	x.waitStreaming()
 	in.End()
 	x.halted = true
+}
+
+// waitStreaming waits until walrelay streams the slot.
+func (x *explorer) waitStreaming() {
+	harness.WaitFor(x.t, time.Minute, "walrelay to stream the slot", func() bool {
+		x.mustRun("before streaming")
+		return x.e.Walsender(x.t) != 0
+	})
+}
+
+// mustRun fails the case if walrelay has exited, with its last complaint.
+func (x *explorer) mustRun(when string) {
+	if x.relay.Exited() {
+		x.t.Fatalf("walrelay exited %s (%v): %s", when, x.relay.Err(), lastLine(x.relay.Log(), "walrelay: "))
+	}
 }
 
 // firstPoisonEnd is the commit end of the first committed poison row, 0
@@ -453,9 +468,7 @@ func (x *explorer) inject() {
 	confirmCaughtUp := func(what string) {
 		back := e.Bed.CurrentWALLSN(t, e.DSN)
 		harness.WaitFor(t, 3*time.Minute, "walrelay to confirm what was written before "+what+" was over", func() bool {
-			if x.relay.Exited() {
-				t.Fatalf("walrelay exited after %s", what)
-			}
+			x.mustRun("after " + what)
 			return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= back
 		})
 	}
@@ -487,7 +500,7 @@ func (x *explorer) inject() {
 		offset := harness.LogOffset(t, e)
 		in := x.faults.Begin(f)
 		e.Bed.RestartPostgres(t)
-		x.relay.WaitStreaming()
+		x.waitStreaming()
 		// N.B. PostgreSQL 15 may resume the slot before the position it
 		// showed as confirmed (harness.PGResumePositions).
 		if resumed := harness.PGResumePositions(t, e, offset); len(resumed) > 0 {
@@ -497,13 +510,14 @@ func (x *explorer) inject() {
 		}
 		in.End()
 	case "pg-cut":
-		x.relay.WaitStreaming()
+		x.waitStreaming()
 		old := e.Walsender(t)
 		in := x.faults.Begin(f)
 		if x.pgProxy.CutAll() == 0 {
 			t.Fatalf("pg-cut: the proxy had no connection to cut")
 		}
 		harness.WaitFor(t, 2*time.Minute, "walrelay to stream again after the cut", func() bool {
+			x.mustRun("after the cut")
 			now := e.Walsender(t)
 			return now != 0 && now != old
 		})
@@ -551,9 +565,7 @@ func (x *explorer) finish() string {
 		t.Fatal(err)
 	}
 	harness.WaitFor(t, 3*time.Minute, fmt.Sprintf("walrelay to confirm the last commit (%s)", last), func() bool {
-		if x.relay.Exited() {
-			t.Fatalf("walrelay exited before confirming the last commit (code %v)", x.relay.Err())
-		}
+		x.mustRun("before confirming the last commit")
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= last
 	})
 	recs := e.Bed.ConsumeAll(t, e.Topics(), time.Second)
