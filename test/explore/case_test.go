@@ -123,6 +123,8 @@ func (x *explorer) build() {
 		w.MaxTxRows, w.Events, w.Pause = budget(1000, 8<<20), 3000, 0
 	case "huge":
 		w.Huge = max(100, budget(3000, 20<<20))
+	case "100k":
+		w.Events, w.Huge = 600, max(100, budget(100_000, 20<<20))
 	}
 	w.Events = budget(w.Events, 30<<20)
 	w.MaxTxRows = min(w.MaxTxRows, w.Events)
@@ -198,7 +200,7 @@ func (x *explorer) prepare() {
 	x.e = harness.NewEnv(t, relayBin)
 	x.dlq = "walrelay.dlq." + x.e.Prefix
 	x.args = append(x.args, "--dlq-topic", x.dlq)
-	if c["tx"] == "huge" {
+	if c["tx"] == "huge" || c["tx"] == "100k" {
 		// N.B. set before the slot exists: its walsenders spill the huge
 		// transaction to disk.
 		x.e.SetDatabase(t, "logical_decoding_work_mem", "64kB")
@@ -525,7 +527,14 @@ func (x *explorer) inject() {
 	case "kafka-cut":
 		in := x.faults.Begin(f)
 		if x.kafkaPx.CutAll() == 0 {
-			t.Fatalf("kafka-cut: the proxy had no connection to cut")
+			// N.B. franz-go may hold no connection while it has nothing
+			// to send: cut the next produce request instead.
+			select {
+			case <-x.kafkaPx.CutAfter(harness.KafkaProduce):
+			case <-time.After(30 * time.Second):
+				x.kafkaPx.Disarm()
+				t.Fatalf("kafka-cut: no connection to cut and no produce request within 30 s")
+			}
 		}
 		confirmCaughtUp(f)
 		in.End()
@@ -536,12 +545,24 @@ func (x *explorer) inject() {
 // confirmed the last commit, reads everything back and judges it.
 func (x *explorer) finish() string {
 	t, e, c := x.t, x.e, x.c
-	x.waitCommitted(int64(x.w.Events))
+	// N.B. the writers stop by themselves once their events, poison rows
+	// and huge transaction are committed.
+	for done := false; !done; {
+		select {
+		case <-x.writing.Done():
+			done = true
+		case <-time.After(10 * time.Millisecond):
+			if x.relay.Exited() && x.onPoison == "halt" && !x.halted {
+				x.awaitHalt()
+			}
+			x.mustRun("while the writers wrote")
+		}
+	}
+	if err := x.writing.Wait(); err != nil {
+		t.Fatalf("writers: %v", err)
+	}
 	if x.onPoison == "halt" && !x.halted {
 		x.awaitHalt()
-	}
-	if err := x.writing.Stop(); err != nil {
-		t.Fatalf("writers: %v", err)
 	}
 	ends := x.wit.CommitEnds(t)
 	rows := e.ShapeRows(t, x.shape)

@@ -28,7 +28,7 @@ var space = []dimension{
 	{name: "payload", values: []string{"jsonb", "json", "text", "bytea", "null"}, doc: "payload column type (null: jsonb, always NULL)"},
 	{name: "extra", values: []string{"none", "text-2k", "jsonb-30k", "bytea-100k"}, doc: "unmapped column per row (TOASTed past ~2 kB)"},
 	{name: "headers", values: []string{"none", "type", "type+seq"}, doc: "--header-columns"},
-	{name: "tx", values: []string{"single", "1-10", "1-1000", "huge"}, doc: "outbox rows per transaction; huge: 1-10 and one transaction far over logical_decoding_work_mem (64kB for the case's database)"},
+	{name: "tx", values: []string{"single", "1-10", "1-1000", "huge", "100k"}, doc: "outbox rows per transaction; huge: 1-10 and one of 3,000 rows, far over logical_decoding_work_mem (64kB for the case's database); 100k: one of 100,000 rows"},
 	{name: "business", values: []string{"no", "yes"}, doc: "business rows in 30% of transactions"},
 	{name: "rollback", values: []string{"no", "yes"}, doc: "10% of transactions rolled back"},
 	{name: "savepoint", values: []string{"no", "yes"}, doc: "30% of committed transactions roll back a savepoint holding outbox rows"},

@@ -29,7 +29,8 @@ type ShapeWorkload struct {
 	MinTxRows  int // each transaction has MinTxRows..MaxTxRows outbox rows (default 1)
 	MaxTxRows  int
 	// Huge is the row count of one transaction written once, when a third
-	// of Events are committed (0: none).
+	// of Events are committed (0: none); past bulkRows it is one INSERT ...
+	// SELECT of rows with a single key.
 	Huge      int
 	Rollback  float64 // share of transactions rolled back
 	Business  float64 // share of transactions that also write the orders table
@@ -331,6 +332,27 @@ func (w *ShapeWorkload) insertSQL(table string, poison bool) string {
 		table, cols, id, s.KeyType, w.payloadSQL("s.seq"), extra, params)
 }
 
+// bulkRows is the size from which the huge transaction is one statement.
+const bulkRows = 5000
+
+// bulkSQL inserts $1 rows of key $3 in one statement, their seq numbers
+// taken in one step of the key's sequence row.
+func (w *ShapeWorkload) bulkSQL() string {
+	s := w.Shape
+	cols := "id, aggregatetype, aggregateid, type, payload, seq, part"
+	extra := ""
+	if s.ExtraType != "" {
+		cols += ", extra"
+		extra = ", " + w.extraSQL()
+	}
+	id := map[string]string{"uuid": "gen_random_uuid()", "bigint": "txid_current() * 1000000 + g", "text": "'bulk-' || txid_current() || '-' || g"}[s.IDType]
+	seq := "(s.seq - $1::int + g)"
+	return fmt.Sprintf(`WITH s AS (UPDATE agg_seq SET seq = seq + $1::int WHERE id = $3::text RETURNING seq)
+		INSERT INTO %s (%s) SELECT %s, $2, $3::text::%s, 'OrderCreated', %s, %s, $4%s
+		FROM s, generate_series(1, $1::int) g, (SELECT $5::text AS p, $6::int AS n) x ORDER BY g`,
+		s.Tables[0], cols, id, s.KeyType, w.payloadSQL(seq), seq, extra)
+}
+
 // tx runs one planned transaction; it returns the ids of its outbox rows
 // and of its rows rolled back with a savepoint.
 func (w *ShapeWorkload) tx(ctx context.Context, e *Env, conn *pgx.Conn, rng *mrand.Rand, p shapeTx) (ids, spIDs []string, err error) {
@@ -340,6 +362,12 @@ func (w *ShapeWorkload) tx(ctx context.Context, e *Env, conn *pgx.Conn, rng *mra
 		return nil, nil, err
 	}
 	defer tx.Rollback(context.Background())
+	if p.huge && w.Huge > bulkRows {
+		if _, err := tx.Exec(ctx, w.bulkSQL(), w.Huge, e.AggType(0), KeyOf(s.KeyType, 0), 0, pad(w.Pad), s.ExtraBytes/32); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, tx.Commit(ctx)
+	}
 	b := &pgx.Batch{}
 	if p.business {
 		b.Queue(`INSERT INTO orders (customer, total, note) VALUES ($1, $2, 'business row')`, fmt.Sprint("c", rng.IntN(1000)), rng.IntN(10000))
