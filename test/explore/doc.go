@@ -7,8 +7,9 @@
 // Input: the test bed's PostgreSQL and Kafka, a walrelay binary (built once,
 // or WALRELAY_TEST_BIN), and a seed per case: WALRELAY_EXPLORE_SEED=N runs
 // exactly case N, EXPLORE_CASES=N runs N cases from a random base (or
-// WALRELAY_EXPLORE_BASE), the default a fixed handful (`make test`); `make
-// explore` runs many. Output: per case its seed, a one-line description and
+// WALRELAY_EXPLORE_BASE; WALRELAY_EXPLORE_WHERE=dim=value,... keeps only
+// the draws in that region), the default a fixed handful (`make test`);
+// `make explore` runs many. Output: per case its seed, a one-line description and
 // a RESULT line (lost, phantom, order violations, duplicates, wrong values or
 // headers, dead-letter mismatches, peak RSS against --max-inflight-bytes),
 // and a coverage table of how many cases drew each value of each dimension.

@@ -3,6 +3,7 @@ package explore
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,11 +16,11 @@ import (
 // (the refusals draw it), single-row to 3,000-row transactions with wide
 // rows, every topic setting, both poison policies, every fault, and two
 // refusals. Reprint them with WALRELAY_EXPLORE_SEED=N -v.
-var defaultSeeds = []uint64{5, 7, 10, 13, 17, 20, 22, 24, 25, 27, 38, 39}
+var defaultSeeds = []uint64{5, 7, 10, 13, 20, 22, 24, 25, 27, 38, 39, 133}
 
 // seeds returns the cases to run: WALRELAY_EXPLORE_SEED=N alone, or
-// EXPLORE_CASES=N from WALRELAY_EXPLORE_BASE (default: the clock), or the
-// default handful.
+// EXPLORE_CASES=N from WALRELAY_EXPLORE_BASE (default: the clock), only
+// those in WALRELAY_EXPLORE_WHERE if set, or the default handful.
 func seeds(t *testing.T) []uint64 {
 	t.Helper()
 	env := func(name string) (uint64, bool) {
@@ -44,11 +45,50 @@ func seeds(t *testing.T) []uint64 {
 	if !ok {
 		base = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = base + uint64(i)
+	where := whereOf(t, os.Getenv("WALRELAY_EXPLORE_WHERE"))
+	var out []uint64
+	for seed := base; uint64(len(out)) < n; seed++ {
+		if seed-base > 1000*n {
+			t.Fatalf("WALRELAY_EXPLORE_WHERE=%s: no %d of %d draws match", os.Getenv("WALRELAY_EXPLORE_WHERE"), n, seed-base)
+		}
+		if where.matches(draw(newRand(seed))) {
+			out = append(out, seed)
+		}
 	}
 	return out
+}
+
+// where is a region of the space: dimension -> value, e.g. from
+// WALRELAY_EXPLORE_WHERE=table=plain,extra=bytea-100k.
+type where map[string]string
+
+func whereOf(t *testing.T, s string) where {
+	t.Helper()
+	w := where{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		known := false
+		for _, d := range space {
+			known = known || (d.name == k && (slices.Contains(d.values, v) || v == "n/a"))
+		}
+		if !ok || !known {
+			t.Fatalf("WALRELAY_EXPLORE_WHERE: %q is not dimension=value of the space (space_test.go)", kv)
+		}
+		w[k] = v
+	}
+	return w
+}
+
+func (w where) matches(c config) bool {
+	for k, v := range w {
+		if c[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // TestExplore runs each case as a subtest named by its seed, then prints
