@@ -53,7 +53,8 @@ type explorer struct {
 	halted   bool // the halt at the poison row was seen and checked
 	inflight int
 	dlq      string
-	peakRSS  float64 // MiB, over every relay process of the case
+	peakRSS  float64         // MiB, over every relay process of the case
+	restarts []harness.Fault // pipeline restarts inside a fault's window (restartsDuring)
 	pgProxy  *harness.Proxy
 	kafkaPx  *harness.Proxy
 }
@@ -489,7 +490,7 @@ func (x *explorer) inject() {
 		x.retire()
 		x.startRelay()
 	case "kafka-restart":
-		in := x.faults.Begin(f)
+		in, logLen := x.faults.Begin(f), len(x.relay.Log())
 		e.Bed.StopKafka(t)
 		time.Sleep(2*time.Second + time.Duration(x.rng.IntN(4000))*time.Millisecond)
 		if x.relay.Exited() {
@@ -497,10 +498,10 @@ func (x *explorer) inject() {
 		}
 		e.Bed.StartKafka(t)
 		confirmCaughtUp(f)
-		in.End()
+		x.restartsDuring(in.End(), logLen)
 	case "pg-restart":
 		offset := harness.LogOffset(t, e)
-		in := x.faults.Begin(f)
+		in, logLen := x.faults.Begin(f), len(x.relay.Log())
 		e.Bed.RestartPostgres(t)
 		x.waitStreaming()
 		// N.B. PostgreSQL 15 may resume the slot before the position it
@@ -510,11 +511,11 @@ func (x *explorer) inject() {
 		} else {
 			t.Fatalf("PostgreSQL logged no new session of slot %s after the restart", e.Slot)
 		}
-		in.End()
+		x.restartsDuring(in.End(), logLen)
 	case "pg-cut":
 		x.waitStreaming()
 		old := e.Walsender(t)
-		in := x.faults.Begin(f)
+		in, logLen := x.faults.Begin(f), len(x.relay.Log())
 		if x.pgProxy.CutAll() == 0 {
 			t.Fatalf("pg-cut: the proxy had no connection to cut")
 		}
@@ -523,9 +524,9 @@ func (x *explorer) inject() {
 			now := e.Walsender(t)
 			return now != 0 && now != old
 		})
-		in.End()
+		x.restartsDuring(in.End(), logLen)
 	case "kafka-cut":
-		in := x.faults.Begin(f)
+		in, logLen := x.faults.Begin(f), len(x.relay.Log())
 		if x.kafkaPx.CutAll() == 0 {
 			// N.B. franz-go may hold no connection while it has nothing
 			// to send: cut the next produce request instead.
@@ -537,7 +538,26 @@ func (x *explorer) inject() {
 			}
 		}
 		confirmCaughtUp(f)
-		in.End()
+		x.restartsDuring(in.End(), logLen)
+	}
+}
+
+// restartsDuring accounts for the pipeline restarts walrelay logged while
+// fault f lasted (its log from logLen on): each restart streams again from
+// the confirmed position, so each may resend once what f may resend. The
+// first is f's own.
+//
+// N.B. only restarts inside the fault's window count: a restart nothing
+// injected (a delivery timeout while Kafka acknowledges, say) explains no
+// duplicate.
+func (x *explorer) restartsDuring(f harness.Fault, logLen int) {
+	log := x.relay.Log()
+	if logLen > len(log) {
+		return
+	}
+	n := strings.Count(log[logLen:], `"msg":"restarting from the last confirmed position"`)
+	for i := 1; i < n; i++ {
+		x.restarts = append(x.restarts, harness.Fault{Kind: f.Kind + "-pipeline-restart", ConfirmedBefore: f.ConfirmedBefore, WALAfter: f.WALAfter})
 	}
 }
 
@@ -599,15 +619,15 @@ func (x *explorer) finish() string {
 	rep := harness.Check(harness.History{
 		Committed:  events,
 		Records:    harness.FromKafka(recs),
-		Faults:     x.faults.List(),
+		Faults:     append(x.faults.List(), x.restarts...),
 		RolledBack: x.w.RolledBack(),
 	})
 	corrupt, badHeaders := x.checkRecords(recs, rows)
 	missing, unexpected := checkDeadLetters(dlqRecs, poison)
 	bound := memoryBoundMiB(x.inflight)
-	result := fmt.Sprintf("RESULT seed=%d events=%d records=%d lost=%d phantom=%d order_violations=%d duplicates=%d unexplained_duplicates=%d wrong_values=%d wrong_headers=%d poison=%d poison_not_dead_lettered=%d dead_lettered_not_poison=%d faults=[%s] rolled_back=%d outcome_unknown=%d peak_rss_mib=%.1f inflight_mib=%.2f bound_mib=%.1f shape=%q",
+	result := fmt.Sprintf("RESULT seed=%d events=%d records=%d lost=%d phantom=%d order_violations=%d duplicates=%d unexplained_duplicates=%d wrong_values=%d wrong_headers=%d poison=%d poison_not_dead_lettered=%d dead_lettered_not_poison=%d faults=[%s] pipeline_restarts_in_faults=%d rolled_back=%d outcome_unknown=%d peak_rss_mib=%.1f inflight_mib=%.2f bound_mib=%.1f shape=%q",
 		x.seed, rep.Events, rep.Records, rep.Lost, rep.Phantom, rep.OrderViolations, rep.Duplicates, rep.UnexplainedDuplicates,
-		corrupt, badHeaders, len(poison), missing, unexpected, x.faults.Summary(), len(x.w.RolledBack()), x.w.Unknown(),
+		corrupt, badHeaders, len(poison), missing, unexpected, x.faults.Summary(), len(x.restarts), len(x.w.RolledBack()), x.w.Unknown(),
 		x.peakRSS, float64(x.inflight)/(1<<20), bound, c.String())
 	t.Log(result)
 	if !rep.OK() {
