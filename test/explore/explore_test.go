@@ -14,9 +14,11 @@ import (
 // walrelay passes them): fixed draws that cover plain, range (a partition
 // attached mid-run), list and hash outboxes, every payload type but text
 // (the refusals draw it), single-row to 3,000-row transactions with wide
-// rows, every topic setting, both poison policies, every fault, and two
-// refusals. Reprint them with WALRELAY_EXPLORE_SEED=N -v.
-var defaultSeeds = []uint64{5, 7, 10, 13, 20, 22, 24, 25, 27, 38, 39, 133}
+// rows, every topic setting (a small max.message.bytes under 3,000-row
+// transactions), both poison policies, every fault but a Kafka restart (a
+// minute on this machine: make explore has it), and two refusals. Print
+// one with WALRELAY_EXPLORE_SEED=N go test -v -run TestExplore.
+var defaultSeeds = []uint64{5, 7, 10, 13, 20, 22, 24, 25, 38, 39, 133}
 
 // seeds returns the cases to run: WALRELAY_EXPLORE_SEED=N alone, or
 // EXPLORE_CASES=N from WALRELAY_EXPLORE_BASE (default: the clock), only
