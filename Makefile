@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test chaos cluster lint clean
+.PHONY: build test chaos cluster explore lint clean
 
 build:
 	$(GO) build -o bin/walrelay ./cmd/walrelay
@@ -30,6 +30,13 @@ chaos:
 # more), which make chaos runs too.
 cluster:
 	WALRELAY_TEST_KAFKA_BROKERS_N=3 $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 3h -run '^TestCluster' ./test/fault/
+
+# The generative suite of test/explore (its package doc) over many random
+# cases: EXPLORE_CASES=N, WALRELAY_EXPLORE_BASE=seed of the first; one case
+# again with WALRELAY_EXPLORE_SEED=N. About 30 s a case on two cores.
+EXPLORE_CASES ?= 300
+explore:
+	EXPLORE_CASES=$(EXPLORE_CASES) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 12h -run TestExplore ./test/explore/
 
 lint:
 	$(GO) vet ./...

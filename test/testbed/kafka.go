@@ -30,11 +30,25 @@ func (b *Bed) admin(t testing.TB) (*kadm.Client, func()) {
 // partition has a leader.
 func (b *Bed) CreateTopic(t testing.TB, topic string, partitions int32) {
 	t.Helper()
+	b.CreateTopicWith(t, topic, partitions, nil)
+}
+
+// CreateTopicWith is CreateTopic with topic configs (e.g. max.message.bytes,
+// cleanup.policy).
+func (b *Bed) CreateTopicWith(t testing.TB, topic string, partitions int32, configs map[string]string) {
+	t.Helper()
 	adm, closeAdm := b.admin(t)
 	defer closeAdm()
 	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	var cfg map[string]*string
+	if len(configs) > 0 {
+		cfg = make(map[string]*string, len(configs))
+		for k, v := range configs {
+			cfg[k] = &v
+		}
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic); err != nil {
 		t.Fatalf("testbed: create topic %s: %v", topic, err)
 	}
 	for {

@@ -1,0 +1,430 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ShapeWorkload is Workload for a Shape: writers commit transactions of
+// outbox rows into the shape's tables, with business rows, rollbacks,
+// rolled-back savepoints, rows deleted in their own transaction, one huge
+// transaction and poison rows (NULL key) as configured. Like Workload's
+// writers they survive server restarts and cut connections.
+type ShapeWorkload struct {
+	Shape      Shape
+	Writers    int // concurrent writers
+	Events     int // stop once this many (non-poison) outbox rows are committed; 0: until the context ends
+	Aggregates int // distinct keys
+	MinTxRows  int // each transaction has MinTxRows..MaxTxRows outbox rows (default 1)
+	MaxTxRows  int
+	// Huge is the row count of one transaction written once, when a third
+	// of Events are committed (0: none); past bulkRows it is one INSERT ...
+	// SELECT of rows with a single key.
+	Huge      int
+	Rollback  float64 // share of transactions rolled back
+	Business  float64 // share of transactions that also write the orders table
+	Savepoint float64 // share of transactions with rows in a savepoint rolled back before the commit
+	Delete    float64 // share of committed rows deleted again in their own transaction
+	// Poison is how many rows with a NULL key (poison events) to commit,
+	// one per transaction, from half of Events on.
+	Poison int
+	Pad    int // payload padding, hex digits
+	Pause  time.Duration
+	// Seed makes the writers' choices reproducible (not their timing).
+	Seed uint64
+
+	committed  atomic.Int64
+	idSeq      atomic.Int64
+	poisonLeft atomic.Int64
+	hugeDone   atomic.Bool
+	parts      atomic.Int32 // part values in use: 4, or 6 once attached
+	init       sync.Once
+	mu         sync.Mutex
+	rolledBack map[string]bool
+	unknown    map[string]bool
+}
+
+func (w *ShapeWorkload) setup() {
+	w.init.Do(func() {
+		w.Shape = w.Shape.withDefaults()
+		w.rolledBack, w.unknown = map[string]bool{}, map[string]bool{}
+		w.poisonLeft.Store(int64(w.Poison))
+		if w.Shape.AttachLater {
+			w.parts.Store(4)
+		} else {
+			w.parts.Store(6)
+		}
+		if w.MinTxRows < 1 {
+			w.MinTxRows = 1
+		}
+		w.MaxTxRows = max(w.MaxTxRows, w.MinTxRows)
+	})
+}
+
+// Prepare creates the shape's tables and the per-aggregate sequence rows
+// in e's database.
+func (w *ShapeWorkload) Prepare(t testing.TB, e *Env) {
+	t.Helper()
+	w.setup()
+	e.Bed.Exec(t, e.DSN, w.Shape.DDL())
+	keys := make([]string, w.Aggregates)
+	for k := range keys {
+		keys[k] = KeyOf(w.Shape.KeyType, k)
+	}
+	e.Bed.Exec(t, e.DSN, `INSERT INTO agg_seq (id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, keys)
+}
+
+// Attach adds the partition for the part values the writers have not used
+// yet, and lets them use it.
+func (w *ShapeWorkload) Attach(t testing.TB, e *Env) {
+	t.Helper()
+	w.setup()
+	e.Bed.Exec(t, e.DSN, w.Shape.attachDDL())
+	w.parts.Store(6)
+}
+
+// Committed is the number of non-poison outbox rows whose commit succeeded.
+func (w *ShapeWorkload) Committed() int64 { return w.committed.Load() }
+
+// PoisonCommitted is how many poison rows were committed (or may have been).
+func (w *ShapeWorkload) PoisonCommitted() int { return w.Poison - int(w.poisonLeft.Load()) }
+
+// HugeDone reports whether the huge transaction committed.
+func (w *ShapeWorkload) HugeDone() bool { return w.hugeDone.Load() }
+
+// RolledBack returns the ids of rows rolled back, whole transactions and
+// savepoints (phantom candidates).
+func (w *ShapeWorkload) RolledBack() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]bool, len(w.rolledBack))
+	for id := range w.rolledBack {
+		out[id] = true
+	}
+	return out
+}
+
+// Unknown returns how many rows were in transactions whose outcome was not
+// known; the tables say which committed.
+func (w *ShapeWorkload) Unknown() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.unknown)
+}
+
+// Start runs the workload in the background.
+func (w *ShapeWorkload) Start(e *Env) *Writing {
+	ctx, cancel := context.WithCancel(context.Background())
+	wr := &Writing{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		wr.err = w.Run(ctx, e)
+		close(wr.done)
+	}()
+	return wr
+}
+
+// Run writes until Events rows are committed or ctx ends.
+func (w *ShapeWorkload) Run(ctx context.Context, e *Env) error {
+	w.setup()
+	errs := make(chan error, w.Writers)
+	var wg sync.WaitGroup
+	for i := 0; i < w.Writers; i++ {
+		wg.Add(1)
+		go func(i uint64) {
+			defer wg.Done()
+			errs <- w.writer(ctx, e, i, mrand.New(mrand.NewPCG(w.Seed, i)))
+		}(uint64(i))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *ShapeWorkload) done(ctx context.Context) bool {
+	// N.B. the poison rows and the huge transaction are written before the
+	// writers stop, even when the huge one alone passes Events.
+	return ctx.Err() != nil || (w.Events > 0 && w.committed.Load() >= int64(w.Events) &&
+		w.poisonLeft.Load() <= 0 && (w.Huge == 0 || w.hugeDone.Load()))
+}
+
+// shapeTx is one transaction's plan.
+type shapeTx struct {
+	rows      int
+	rollback  bool
+	business  bool
+	savepoint int // rows in the savepoint rolled back
+	poison    bool
+	huge      bool
+}
+
+func (w *ShapeWorkload) plan(rng *mrand.Rand, writer uint64) shapeTx {
+	p := shapeTx{rows: w.MinTxRows + rng.IntN(w.MaxTxRows-w.MinTxRows+1)}
+	if writer == 0 && w.Huge > 0 && !w.hugeDone.Load() && w.committed.Load() >= int64(w.Events/3) {
+		p.rows, p.huge = w.Huge, true
+	}
+	p.business = rng.Float64() < w.Business
+	if rng.Float64() < w.Savepoint {
+		p.savepoint = 1 + rng.IntN(5)
+	}
+	if w.committed.Load() >= int64(w.Events/2) && w.poisonLeft.Add(-1) >= 0 {
+		// N.B. a poison transaction is never rolled back on purpose: the
+		// relay must meet it.
+		p.poison = true
+		return p
+	}
+	p.rollback = !p.huge && rng.Float64() < w.Rollback
+	return p
+}
+
+func (w *ShapeWorkload) writer(ctx context.Context, e *Env, i uint64, rng *mrand.Rand) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	var downSince time.Time
+	for !w.done(ctx) {
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.Connect(ctx, e.DSN)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if downSince.IsZero() {
+					downSince = time.Now()
+				}
+				if time.Since(downSince) > 2*time.Minute {
+					return fmt.Errorf("writer: reconnect for 2 minutes: %w", err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			conn, downSince = c, time.Time{}
+		}
+		p := w.plan(rng, i)
+		ids, spIDs, err := w.tx(ctx, e, conn, rng, p)
+		w.record(w.rolledBack, spIDs)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil && p.rollback:
+			w.record(w.rolledBack, ids)
+		case err == nil:
+			w.committed.Add(int64(p.rows))
+			if p.huge {
+				w.hugeDone.Store(true)
+			}
+		case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"):
+			w.record(w.rolledBack, ids)
+			if p.poison {
+				w.poisonLeft.Add(1)
+			}
+		case ctx.Err() != nil:
+			w.record(w.unknown, ids)
+			return nil
+		case brokenConn(conn, err):
+			// N.B. a COMMIT whose answer was lost may have committed: the
+			// tables, read at the end, are the truth. A poison row that may
+			// have committed is not written again.
+			w.record(w.unknown, ids)
+			conn.Close(context.Background())
+			conn = nil
+			continue
+		default:
+			return fmt.Errorf("writer: %w", err)
+		}
+		if w.Pause > 0 {
+			time.Sleep(w.Pause)
+		}
+	}
+	return nil
+}
+
+func (w *ShapeWorkload) record(set map[string]bool, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, id := range ids {
+		set[id] = true
+	}
+	w.mu.Unlock()
+}
+
+func (w *ShapeWorkload) newID() string {
+	n := w.idSeq.Add(1)
+	switch w.Shape.IDType {
+	case "uuid":
+		return NewUUID()
+	case "bigint":
+		return strconv.FormatInt(n, 10)
+	}
+	return "ev-" + strconv.FormatInt(n, 10)
+}
+
+// payloadSQL is the payload expression over seq (an SQL expression), $3
+// (the key as text) and $5 (padding).
+func (w *ShapeWorkload) payloadSQL(seq string) string {
+	text := "'seq=' || " + seq + " || ' agg=' || $3::text || ' ünïcødé ✓ \"quoted\" ' || $5::text"
+	switch w.Shape.PayloadType {
+	case "json":
+		return "json_build_object('seq', " + seq + ", 'agg', $3::text, 'note', 'ünïcødé ✓ \"quoted\"', 'list', json_build_array(1, 2.5, null, true), 'pad', $5::text)"
+	case "text":
+		return text
+	case "bytea":
+		// N.B. bytes no text encoding allows: a record value is raw bytes.
+		return "'\\x00ff80'::bytea || convert_to(" + text + ", 'UTF8')"
+	case "null":
+		return "NULL::jsonb"
+	}
+	return "jsonb_build_object('seq', " + seq + ", 'agg', $3::text, 'note', 'ünïcødé ✓ \"quoted\"', 'nested', jsonb_build_object('list', jsonb_build_array(1, 2.5, null, true)), 'pad', $5::text)"
+}
+
+// extraSQL is the unmapped column's expression over $6 (hex digits / 32).
+func (w *ShapeWorkload) extraSQL() string {
+	hex := "(SELECT string_agg(md5(random()::text || g::text), '') FROM generate_series(1, $6::int) g)"
+	switch w.Shape.ExtraType {
+	case "jsonb":
+		return "jsonb_build_object('blob', " + hex + ")"
+	case "bytea":
+		return "decode(" + hex + ", 'hex')"
+	}
+	return hex
+}
+
+func (w *ShapeWorkload) insertSQL(table string, poison bool) string {
+	s := w.Shape
+	cols := "id, aggregatetype, aggregateid, type, payload, seq, part"
+	extra := ""
+	if s.ExtraType != "" {
+		cols += ", extra"
+		extra = ", " + w.extraSQL()
+	}
+	id := "$1::text::" + s.IDType
+	// N.B. x names every parameter once, so each has a type even when the
+	// shape's expressions leave it out.
+	params := "(SELECT $3::text AS k, $5::text AS p, $6::int AS n) x"
+	if poison {
+		// N.B. no sequence row is locked: a NULL key has no order.
+		return fmt.Sprintf(`INSERT INTO %s (%s) SELECT %s, $2, NULL, 'OrderCreated', %s, 0, $4%s FROM %s`,
+			table, cols, id, w.payloadSQL("0"), extra, params)
+	}
+	// N.B. the row lock on agg_seq orders a key's rows by commit; a
+	// rollback gives its numbers back.
+	return fmt.Sprintf(`WITH s AS (UPDATE agg_seq SET seq = seq + 1 WHERE id = $3::text RETURNING seq)
+		INSERT INTO %s (%s) SELECT %s, $2, $3::text::%s, 'OrderCreated', %s, s.seq, $4%s FROM s, %s`,
+		table, cols, id, s.KeyType, w.payloadSQL("s.seq"), extra, params)
+}
+
+// bulkRows is the size from which the huge transaction is one statement.
+const bulkRows = 5000
+
+// bulkSQL inserts $1 rows of key $3 in one statement, their seq numbers
+// taken in one step of the key's sequence row.
+func (w *ShapeWorkload) bulkSQL() string {
+	s := w.Shape
+	cols := "id, aggregatetype, aggregateid, type, payload, seq, part"
+	extra := ""
+	if s.ExtraType != "" {
+		cols += ", extra"
+		extra = ", " + w.extraSQL()
+	}
+	id := map[string]string{"uuid": "gen_random_uuid()", "bigint": "txid_current() * 1000000 + g", "text": "'bulk-' || txid_current() || '-' || g"}[s.IDType]
+	seq := "(s.seq - $1::int + g)"
+	return fmt.Sprintf(`WITH s AS (UPDATE agg_seq SET seq = seq + $1::int WHERE id = $3::text RETURNING seq)
+		INSERT INTO %s (%s) SELECT %s, $2, $3::text::%s, 'OrderCreated', %s, %s, $4%s
+		FROM s, generate_series(1, $1::int) g, (SELECT $5::text AS p, $6::int AS n) x ORDER BY g`,
+		s.Tables[0], cols, id, s.KeyType, w.payloadSQL(seq), seq, extra)
+}
+
+// tx runs one planned transaction; it returns the ids of its outbox rows
+// and of its rows rolled back with a savepoint.
+func (w *ShapeWorkload) tx(ctx context.Context, e *Env, conn *pgx.Conn, rng *mrand.Rand, p shapeTx) (ids, spIDs []string, err error) {
+	s := w.Shape
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback(context.Background())
+	if p.huge && w.Huge > bulkRows {
+		if _, err := tx.Exec(ctx, w.bulkSQL(), w.Huge, e.AggType(0), KeyOf(s.KeyType, 0), 0, pad(w.Pad), s.ExtraBytes/32); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, tx.Commit(ctx)
+	}
+	b := &pgx.Batch{}
+	if p.business {
+		b.Queue(`INSERT INTO orders (customer, total, note) VALUES ($1, $2, 'business row')`, fmt.Sprint("c", rng.IntN(1000)), rng.IntN(10000))
+	}
+	extraN := s.ExtraBytes / 32
+	insert := func(poison bool) string {
+		id := w.newID()
+		k := rng.IntN(w.Aggregates)
+		table := s.Tables[rng.IntN(len(s.Tables))]
+		part := rng.IntN(int(w.parts.Load()))
+		b.Queue(w.insertSQL(table, poison), id, e.AggType(k), KeyOf(s.KeyType, k), part, pad(w.Pad), extraN)
+		return id
+	}
+	// Keys in ascending order in each stretch of locks (the savepoint's,
+	// released by its rollback, then the transaction's): no deadlock.
+	sorted := func(n int) []int {
+		ks := make([]int, n)
+		for i := range ks {
+			ks[i] = rng.IntN(w.Aggregates)
+		}
+		slices.Sort(ks)
+		return ks
+	}
+	queueRows := func(n int) []string {
+		out := make([]string, n)
+		for i, k := range sorted(n) {
+			out[i] = w.newID()
+			table := s.Tables[rng.IntN(len(s.Tables))]
+			part := rng.IntN(int(w.parts.Load()))
+			b.Queue(w.insertSQL(table, false), out[i], e.AggType(k), KeyOf(s.KeyType, k), part, pad(w.Pad), extraN)
+			if !p.rollback && rng.Float64() < w.Delete {
+				// N.B. the WAL keeps the insert: deleting the row at once is
+				// allowed, and deleted_log keeps what it was.
+				b.Queue(fmt.Sprintf(`INSERT INTO deleted_log SELECT id::text, aggregateid::text, seq, %s FROM %s WHERE id = $1::text::%s`,
+					s.render("payload"), table, s.IDType), out[i])
+				b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE id = $1::text::%s`, table, s.IDType), out[i])
+			}
+		}
+		return out
+	}
+	if p.savepoint > 0 {
+		b.Queue(`SAVEPOINT sp`)
+		spIDs = queueRows(p.savepoint)
+		// N.B. RELEASE after ROLLBACK TO: later rows belong to the top
+		// transaction (xmin = its xid, the one the witness reports).
+		b.Queue(`ROLLBACK TO SAVEPOINT sp`)
+		b.Queue(`RELEASE SAVEPOINT sp`)
+	}
+	ids = queueRows(p.rows)
+	if p.poison {
+		ids = append(ids, insert(true))
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return ids, spIDs, err
+	}
+	if p.rollback {
+		return ids, spIDs, tx.Rollback(ctx)
+	}
+	return ids, spIDs, tx.Commit(ctx)
+}
