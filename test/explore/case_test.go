@@ -637,7 +637,10 @@ func (x *explorer) finish() string {
 	if rep.Events < x.w.Events {
 		t.Errorf("%d events committed, the case wants at least %d", rep.Events, x.w.Events)
 	}
-	if c["fault"] == "sigterm" && rep.Duplicates > 0 {
+	// N.B. a halt on a poison row leaves what it had produced unconfirmed:
+	// the next relay sends it again. Only graceful stops alone must not
+	// duplicate anything (seed 7032: a halt, then SIGTERMs).
+	if c["fault"] == "sigterm" && c["poison"] != "halt" && rep.Duplicates > 0 {
 		t.Errorf("%d duplicates after graceful stops, want 0", rep.Duplicates)
 	}
 	if corrupt > 0 || badHeaders > 0 {
