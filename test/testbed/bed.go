@@ -55,6 +55,10 @@ type Options struct {
 	KafkaSecurity *KafkaSecurity
 	// KafkaHeapMB is the broker's maximum JVM heap; 0 means 768.
 	KafkaHeapMB int
+	// PGVersion is PostgreSQL's major version, "14" to "18"; "" means
+	// $WALRELAY_TEST_PG_VERSION, or the machine's newest server when that is
+	// unset. A version the machine lacks is fetched once (npm, else Maven).
+	PGVersion string
 }
 
 func stderrf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -94,7 +98,7 @@ func Start(ctx context.Context, opt Options) (*Bed, error) {
 	var pgErr, kafkaErr error
 	if opt.PG {
 		wg.Go(func() {
-			if st.PG, pgErr = startPostgres(ctx, dir, detached, opt.PGSecurity); pgErr != nil {
+			if st.PG, pgErr = startBedPostgres(ctx, dir, detached, opt, logf); pgErr != nil {
 				pgErr = fmt.Errorf("start PostgreSQL: %w", pgErr)
 			}
 		})
