@@ -14,8 +14,8 @@ import (
 // version check.
 func TestUnsupportedPostgresRefused(t *testing.T) {
 	t.Parallel()
-	b := testbed.Get(t)
-	dsn := testbed.StartPostgres(t, "13")
+	b := testbed.Get(t) // its Kafka
+	dsn := testbed.StartForTest(t, testbed.Options{PG: true, PGVersion: "13"}).PGURL()
 	b.Exec(t, dsn, harness.OutboxDDL)
 	var version string
 	if err := b.QueryRow(t, dsn, "SELECT current_setting('server_version')").Scan(&version); err != nil {

@@ -55,9 +55,10 @@ type Options struct {
 	KafkaSecurity *KafkaSecurity
 	// KafkaHeapMB is the broker's maximum JVM heap; 0 means 768.
 	KafkaHeapMB int
-	// PGVersion is PostgreSQL's major version, "14" to "18"; "" means
-	// $WALRELAY_TEST_PG_VERSION, or the machine's newest server when that is
-	// unset. A version the machine lacks is fetched once (npm, else Maven).
+	// PGVersion is PostgreSQL's major version, "13" to "18" (13 for tests
+	// of its refusal); "" means $WALRELAY_TEST_PG_VERSION (14 to 18), or the
+	// machine's newest server when that is unset. A version the machine
+	// lacks is fetched once (npm, else Maven).
 	PGVersion string
 }
 

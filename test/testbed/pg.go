@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -247,33 +246,4 @@ func (b *Bed) RestartPostgres(t testing.TB) {
 		t.Fatalf("testbed: restart PostgreSQL: %v", err)
 	}
 	t.Logf("testbed: restarted PostgreSQL in %.1fs", time.Since(begin).Seconds())
-}
-
-// StartPostgres starts a PostgreSQL server of major version major for the
-// test alone (besides the bed's; major may be one walrelay refuses, such as
-// "13", see pgReleases) and returns a superuser DSN. The server is stopped
-// and its directory removed when the test ends.
-func StartPostgres(t testing.TB, major string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "walrelay-pg-*")
-	if err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	// N.B. the postgres OS user must be able to traverse it.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	st, err := startPostgres(context.Background(), dir, false, nil, major, t.Logf)
-	if err != nil {
-		os.RemoveAll(dir)
-		t.Fatalf("testbed: start PostgreSQL %s: %v", major, err)
-	}
-	t.Cleanup(func() {
-		if err := st.stop(); err != nil {
-			t.Errorf("testbed: stop PostgreSQL %s: %v", major, err)
-		}
-		os.RemoveAll(dir)
-	})
-	t.Logf("testbed: PostgreSQL %s at %s for %s", st.Version, redactDSN(st.URL), t.Name())
-	return st.URL
 }

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"archive/zip"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,8 +28,8 @@ type pgRelease struct {
 }
 
 // pgReleases pins the server builds the test bed fetches, by major version:
-// the newest of each on 2026-06-01. 13 is not supported by walrelay; only
-// the test of its refusal starts it (StartPostgres).
+// the newest of each on 2026-06-01. walrelay refuses 13: only the test of
+// that refusal starts it (Options.PGVersion).
 var pgReleases = map[string]pgRelease{
 	"13": {npm: "13.23.0-beta.16", maven: "13.23.0"},
 	"14": {npm: "14.23.0-beta.17", maven: "14.23.0"},
@@ -60,9 +59,12 @@ const (
 // startBedPostgres starts the bed's PostgreSQL of the version opt or the
 // environment selects.
 func startBedPostgres(ctx context.Context, dir string, detached bool, opt Options, logf func(string, ...any)) (*pgState, error) {
-	major := cmp.Or(opt.PGVersion, os.Getenv(EnvPGVersion))
-	if major != "" && !slices.Contains(PGVersions, major) {
-		return nil, fmt.Errorf("%s=%s: walrelay supports PostgreSQL %s", EnvPGVersion, major, strings.Join(PGVersions, ", "))
+	major := opt.PGVersion
+	if major == "" {
+		major = os.Getenv(EnvPGVersion)
+		if major != "" && !slices.Contains(PGVersions, major) {
+			return nil, fmt.Errorf("%s=%s: walrelay supports PostgreSQL %s", EnvPGVersion, major, strings.Join(PGVersions, ", "))
+		}
 	}
 	return startPostgres(ctx, dir, detached, opt.PGSecurity, major, logf)
 }
