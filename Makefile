@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test chaos lint clean
+.PHONY: build test chaos matrix lint clean
 
 build:
 	$(GO) build -o bin/walrelay ./cmd/walrelay
@@ -20,6 +20,16 @@ test:
 # other scenario. About half an hour on two cores.
 chaos:
 	WALRELAY_CHAOS=1 $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 3h ./test/fault/
+
+# The e2e suite and the short fault run (kill -9, PostgreSQL restart,
+# PostgreSQL connection cuts) on PostgreSQL 14 to 18, each on a bed of its own
+# (WALRELAY_TEST_PG_VERSION; versions Debian lacks are fetched once with npm).
+# Report: MATRIX_OUT/DATE-HOST-pg-matrix.md (table and RESULT lines), logs
+# beside it.
+MATRIX_OUT ?= bench/results
+MATRIX_PG_VERSIONS ?= 14 15 16 17 18
+matrix:
+	GO=$(GO) test/matrix.sh $(MATRIX_OUT) $(MATRIX_PG_VERSIONS)
 
 lint:
 	$(GO) vet ./...
