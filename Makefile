@@ -7,11 +7,15 @@ GO ?= go
 build:
 	$(GO) build -o bin/walrelay ./cmd/walrelay
 
-# One PostgreSQL and one Kafka for every package (test/cmd/testbed).
-# Then 30 s of fuzzing the pgoutput decoder, and the record compatibility
-# check against Debezium (report in a temporary directory).
+# One PostgreSQL (this machine's: Debian 12 has 15) and one Kafka for every
+# package (test/cmd/testbed); then the e2e suite on the newest PostgreSQL
+# (fetched once, see make matrix). Then 30 s of fuzzing the pgoutput decoder,
+# and the record compatibility check against Debezium (report in a temporary
+# directory).
+PG_NEWEST ?= 18
 test:
 	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m ./...
+	WALRELAY_TEST_PG_VERSION=$(PG_NEWEST) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m ./test/e2e/
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./decode/
 	$(MAKE) --no-print-directory compat COMPAT_OUT="$$(mktemp -d)"
 
