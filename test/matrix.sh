@@ -72,7 +72,7 @@ for v in "${versions[@]}"; do
       for (i = 1; i <= n; i++) {
         name = order[i]
         if (!((name, "lost") in res)) continue
-        printf "| %s | %s | %s | %s | %s | %s | %s | %ss |\n", pg, name, (status[name] == "PASS:" ? "pass" : "FAIL"),
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", pg, name, (status[name] == "PASS:" ? "pass" : "FAIL"),
           res[name, "lost"], res[name, "phantom"], res[name, "order_violations"], res[name, "duplicates"], dur[name]
       }
       if (n == 0) printf "| %s | (no test ran, exit %s: see the log) | FAIL | | | | | |\n", pg, rc
