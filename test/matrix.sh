@@ -85,7 +85,7 @@ done
   echo
   echo '```'
   for v in "${versions[@]}"; do
-    grep -hE ' (RESULT|FIGURES) ' "$logs/pg$v.log" | sed "s/^ *[a-z_]*\.go:[0-9]*: /pg$v /"
+    grep -hE ' (RESULT|FIGURES) ' "$logs/pg$v.log" | sed "s/^ *[a-z0-9_]*\.go:[0-9]*: /pg$v /"
   done
   echo '```'
 } >>"$report"
