@@ -81,7 +81,7 @@ done
 
 {
   echo
-  echo "Raw lines (full output in $logs/):"
+  echo "Raw lines (full output in $(basename "$logs")/ beside this file):"
   echo
   echo '```'
   for v in "${versions[@]}"; do
