@@ -2,17 +2,21 @@
 
 GO ?= go
 
-.PHONY: build test chaos cluster explore lint clean
+.PHONY: build test chaos cluster explore matrix lint clean
 
 build:
 	$(GO) build -o bin/walrelay ./cmd/walrelay
 
-# One PostgreSQL and one Kafka for every package (test/cmd/testbed).
-# Then 30 s of fuzzing the pgoutput decoder, and the record compatibility
-# check against Debezium (report in a temporary directory). The Kafka
-# cluster scenarios (about 10 minutes even short) are left to make cluster.
+# One PostgreSQL (this machine's: Debian 12 has 15) and one Kafka for every
+# package (test/cmd/testbed); then the e2e suite on the newest PostgreSQL
+# (fetched once, see make matrix). Then 30 s of fuzzing the pgoutput decoder,
+# and the record compatibility check against Debezium (report in a temporary
+# directory). The Kafka cluster scenarios (about 10 minutes even short) are
+# left to make cluster.
+PG_NEWEST ?= 18
 test:
 	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^TestCluster' ./...
+	WALRELAY_TEST_PG_VERSION=$(PG_NEWEST) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m ./test/e2e/
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./decode/
 	$(MAKE) --no-print-directory compat COMPAT_OUT="$$(mktemp -d)"
 
@@ -37,6 +41,16 @@ cluster:
 EXPLORE_CASES ?= 300
 explore:
 	EXPLORE_CASES=$(EXPLORE_CASES) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 12h -run TestExplore ./test/explore/
+
+# The e2e suite and the short fault run (kill -9, PostgreSQL restart,
+# PostgreSQL connection cuts) on PostgreSQL 14 to 18, each on a bed of its own
+# (WALRELAY_TEST_PG_VERSION; versions Debian lacks are fetched once with npm).
+# Report: MATRIX_OUT/DATE-HOST-pg-matrix.md (table and RESULT lines), logs
+# beside it.
+MATRIX_OUT ?= bench/results
+MATRIX_PG_VERSIONS ?= 14 15 16 17 18
+matrix:
+	GO=$(GO) test/matrix.sh $(MATRIX_OUT) $(MATRIX_PG_VERSIONS)
 
 lint:
 	$(GO) vet ./...

@@ -244,6 +244,7 @@ func newPrep(ctx context.Context, cfg Config, log *zap.Logger, dryRun bool) (*pr
 
 func (p *prep) steps() []step {
 	return []step{
+		{"server version is supported", p.serverVersion},
 		{"wal_level is logical", p.walLevel},
 		{"role may replicate", p.role},
 		{"status interval fits wal_sender_timeout", p.senderTimeout},
@@ -253,6 +254,43 @@ func (p *prep) steps() []step {
 		}},
 		{"replication slot", p.slot},
 	}
+}
+
+// The PostgreSQL versions walrelay supports: those the test bed's matrix
+// (make matrix) proves it on, 14 to 18, as server_version_num.
+const (
+	minServerVersionNum    = 140000
+	beyondTestedVersionNum = 190000
+)
+
+func (p *prep) serverVersion(ctx context.Context) (string, error) {
+	var num int
+	var version string
+	if err := p.conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('server_version')`).Scan(&num, &version); err != nil {
+		return "", fmt.Errorf("read server version: %w", err)
+	}
+	note, untested, err := checkServerVersion(num, version)
+	if untested {
+		p.log.Warn("PostgreSQL is newer than the versions walrelay was tested on (14 to 18)", zap.String("server_version", version))
+	}
+	return note, err
+}
+
+// checkServerVersion refuses a server older than 14 and reports one newer
+// than 18 as untested.
+//
+// N.B. a newer server is warned about, not refused: pgoutput's protocol
+// version 1 is kept by every release, and refusing would stop the relay at
+// the first PostgreSQL upgrade. An older one is refused: no test ran there
+// (13 is past its end of life).
+func checkServerVersion(num int, version string) (note string, untested bool, err error) {
+	switch {
+	case num < minServerVersionNum:
+		return "", false, setupErrorf("PostgreSQL %s is not supported: walrelay needs PostgreSQL 14 or later (tested on 14 to 18): upgrade the server", version)
+	case num >= beyondTestedVersionNum:
+		return fmt.Sprintf("PostgreSQL %s: newer than the versions walrelay was tested on (14 to 18)", version), true, nil
+	}
+	return "PostgreSQL " + version, false, nil
 }
 
 func (p *prep) walLevel(ctx context.Context) (string, error) {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/walrelay/walrelay/test/kafka"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 type composeFile struct {
@@ -130,8 +132,13 @@ func pgSettings(cmd []string) map[string]string {
 
 func TestComposePostgres(t *testing.T) {
 	pg := readCompose(t).Services["postgres"]
-	if !strings.HasPrefix(pg.Image, "postgres:17") {
-		t.Errorf("postgres image %q, want postgres:17", pg.Image)
+	// N.B. a major version make matrix runs (testbed.PGVersions): the
+	// compose stack must be one the tests proved.
+	tag, ok := strings.CutPrefix(pg.Image, "postgres:")
+	major, _, _ := strings.Cut(tag, ".")
+	major, _, _ = strings.Cut(major, "-")
+	if !ok || !slices.Contains(testbed.PGVersions, major) {
+		t.Errorf("postgres image %q, want postgres:MAJOR with MAJOR one of the tested %v", pg.Image, testbed.PGVersions)
 	}
 	set := pgSettings(pg.Command)
 	if set["wal_level"] != "logical" {

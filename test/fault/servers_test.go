@@ -68,8 +68,8 @@ func TestPostgresRestart(t *testing.T) {
 		if len(resumed) == 0 {
 			t.Fatalf("PostgreSQL logged no new session of slot %s after the restart", s.e.Slot)
 		}
-		// N.B. PostgreSQL 15 may resume the slot before the position it
-		// showed as confirmed (see harness.PGResumePositions): what it sends
+		// N.B. PostgreSQL before 17 may resume the slot before the position
+		// it showed as confirmed (see harness.PGResumePositions): what it sends
 		// again from there is a duplicate this fault accounts for.
 		from := slices.Min(resumed)
 		in.Resumed(from)

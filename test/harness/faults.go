@@ -94,10 +94,11 @@ var (
 // position each new session of slot started streaming after, as the
 // walsender logs it ("Streaming transactions committing after X/Y").
 //
-// N.B. PostgreSQL 15 writes a logical slot's confirmed_flush_lsn to disk only
-// when its restart_lsn or catalog_xmin moves too, so after a server restart a
-// slot may resume before the position pg_replication_slots showed: what was
-// confirmed since the last save is sent again. The walsender's own log line
+// N.B. PostgreSQL before 17 writes a logical slot's confirmed_flush_lsn to
+// disk only when its restart_lsn or catalog_xmin moves too (17 also at a
+// shutdown checkpoint), so after a server restart a slot may resume before
+// the position pg_replication_slots showed: what was confirmed since the last
+// save is sent again. The walsender's own log line
 // is the authority on where it resumed.
 func PGResumePositions(t testing.TB, e *Env, offset int64) []pglogrepl.LSN {
 	t.Helper()

@@ -70,6 +70,11 @@ type Options struct {
 	// (KafkaSecurity is not supported there). EnvKafkaBrokersN sets it for
 	// the testbed command and for a package's own bed.
 	KafkaBrokers int
+	// PGVersion is PostgreSQL's major version, "13" to "18" (13 for tests
+	// of its refusal); "" means $WALRELAY_TEST_PG_VERSION (14 to 18), or the
+	// machine's newest server when that is unset. A version the machine
+	// lacks is fetched once (npm, else Maven).
+	PGVersion string
 }
 
 func stderrf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -121,7 +126,7 @@ func Start(ctx context.Context, opt Options) (*Bed, error) {
 	var pgErr, kafkaErr error
 	if opt.PG {
 		wg.Go(func() {
-			if st.PG, pgErr = startPostgres(ctx, dir, detached, opt.PGSecurity); pgErr != nil {
+			if st.PG, pgErr = startBedPostgres(ctx, dir, detached, opt, logf); pgErr != nil {
 				pgErr = fmt.Errorf("start PostgreSQL: %w", pgErr)
 			}
 		})

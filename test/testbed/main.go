@@ -170,6 +170,11 @@ func openFromEnv(ctx context.Context) (*Bed, error) {
 			return nil, fmt.Errorf("%s: %w", EnvKafkaBrokers, err)
 		}
 	}
+	// N.B. a run that asks for a version must not pass on another one (a
+	// shared bed or external server started without the setting).
+	if want := os.Getenv(EnvPGVersion); want != "" && b.pgURL != "" && pgMajor(b.pgVersion) != want {
+		return nil, fmt.Errorf("%s=%s but the PostgreSQL server of this run is %s: start the bed with the same setting", EnvPGVersion, want, b.pgVersion)
+	}
 	if b.pgURL == "" || len(b.brokers) == 0 {
 		return nil, fmt.Errorf("%s=%s names no PostgreSQL or no Kafka, and %s / %s do not either", EnvBedDir, b.Dir(), EnvPGURL, EnvKafkaBrokers)
 	}

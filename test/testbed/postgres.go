@@ -23,14 +23,7 @@ const pgInstallHint = "apt-get install -y postgresql"
 // binaries: the highest version under /usr/lib/postgresql/*/bin (Debian's
 // layout), else `pg_config --bindir`, else the directory of postgres in PATH.
 func findPGBin() (string, error) {
-	ok := func(dir string) bool {
-		for _, b := range []string{"postgres", "initdb", "pg_ctl"} {
-			if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
-				return false
-			}
-		}
-		return true
-	}
+	ok := hasServerBinaries
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	slices.SortFunc(matches, func(a, b string) int { // highest version first
 		return compareVersions(filepath.Base(filepath.Dir(b)), filepath.Base(filepath.Dir(a)))
@@ -69,10 +62,11 @@ func compareVersions(a, b string) int {
 	return 0
 }
 
-// startPostgres initdbs a cluster under dir/pg and starts it on a free port;
-// with sec set it takes TLS connections with SCRAM passwords only.
-func startPostgres(ctx context.Context, dir string, detached bool, sec *PGSecurity) (*pgState, error) {
-	bin, err := findPGBin()
+// startPostgres initdbs a cluster of major version major ("": the machine's
+// newest, see pgBinFor) under dir/pg and starts it on a free port; with sec
+// set it takes TLS connections with SCRAM passwords only.
+func startPostgres(ctx context.Context, dir string, detached bool, sec *PGSecurity, major string, logf func(string, ...any)) (*pgState, error) {
+	bin, cached, err := pgBinFor(ctx, major, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +75,15 @@ func startPostgres(ctx context.Context, dir string, detached bool, sec *PGSecuri
 		return nil, err
 	}
 	pgDir := filepath.Join(dir, "pg")
+	if cached && u.isSet() {
+		// N.B. the cache is in root's home, which the postgres OS user
+		// cannot traverse: it runs a hard-linked tree of the build instead.
+		install := filepath.Join(pgDir, "install")
+		if err := linkTree(filepath.Dir(bin), install); err != nil {
+			return nil, fmt.Errorf("link PostgreSQL build into the bed: %w", err)
+		}
+		bin = filepath.Join(install, "bin")
+	}
 	st := &pgState{
 		BinDir:    bin,
 		DataDir:   filepath.Join(pgDir, "data"),
@@ -145,6 +148,9 @@ func startPostgres(ctx context.Context, dir string, detached bool, sec *PGSecuri
 	}
 	if st.Version, err = pgServerVersion(ctx, st.URL); err != nil {
 		return nil, errors.Join(err, st.stop())
+	}
+	if got := pgMajor(st.Version); major != "" && got != major {
+		return nil, errors.Join(fmt.Errorf("%s in %s is PostgreSQL %s, want %s", filepath.Join(bin, "postgres"), bin, st.Version, major), st.stop())
 	}
 	return st, nil
 }
@@ -238,6 +244,16 @@ func pgServerVersion(ctx context.Context, dsn string) (string, error) {
 	// "15.18 (Debian 15.18-0+deb12u1)" -> "15.18"
 	v, _, _ = strings.Cut(v, " ")
 	return v, nil
+}
+
+// pgMajor returns the major version of a server version such as "15.18" or
+// "18beta1".
+func pgMajor(version string) string {
+	end := strings.IndexFunc(version, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		return version
+	}
+	return version[:end]
 }
 
 // redactDSN hides the password of a URL-style DSN.

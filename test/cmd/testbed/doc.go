@@ -5,7 +5,8 @@
 //
 // The command gets WALRELAY_TEST_PG_URL, WALRELAY_TEST_KAFKA_BROKERS and
 // WALRELAY_TEST_BED_DIR, so every test package (see package test/testbed)
-// shares one PostgreSQL and one Kafka. It exits with the command's exit code,
+// shares one PostgreSQL and one Kafka; WALRELAY_TEST_PG_VERSION (14 to 18)
+// picks PostgreSQL's major version. It exits with the command's exit code,
 // 2 when the servers cannot start. SIGINT and SIGTERM are passed on to the
 // command (a second one kills it); the servers are stopped once it has exited.
 //
