@@ -24,7 +24,7 @@ const bufferMessages = 1024
 func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	r.current.Store(nil)
 	// Columns first: nothing is created for a mapping that cannot work.
-	if err := CheckColumns(ctx, r.rc.ConnString, r.dc); err != nil {
+	if err := CheckColumns(ctx, r.rc.ConnString, r.rc.Publication, r.dc); err != nil {
 		return onPostgres(err)
 	}
 	st, err := replication.Prepare(ctx, r.rc, r.log)
