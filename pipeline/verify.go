@@ -49,8 +49,10 @@ type verifier struct {
 }
 
 type verifyRound struct {
-	lsn pglogrepl.LSN
-	xip []string // xid8 as text
+	lsn    pglogrepl.LSN
+	xip    []string // xid8 as text
+	began  time.Time
+	warned bool
 }
 
 func newVerifier(rc replication.Config) *verifier {
@@ -99,7 +101,7 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 		v.conn = c
 	}
 	if v.round == nil {
-		var r verifyRound
+		r := verifyRound{began: time.Now()}
 		var lsn string
 		if err := v.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
 			return false, fmt.Errorf("read wal position: %w", err)
@@ -134,6 +136,16 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 	}
 	v.round = nil
 	return true, nil
+}
+
+// waiting reports the transactions the current round has waited for longer
+// than d, once per round: they hold confirmation back.
+func (v *verifier) waiting(d time.Duration) []string {
+	if v.round == nil || v.round.warned || time.Since(v.round.began) < d {
+		return nil
+	}
+	v.round.warned = true
+	return v.round.xip
 }
 
 // close releases the connection.
