@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/replication"
@@ -39,7 +41,12 @@ import (
 // undone between two rounds (one watch interval, at most 5s, plus the wait
 // for the transactions of step 3) is not seen. Confirmation lags by about
 // one round; a long transaction open at step 2 holds confirmation until it
-// ends.
+// ends. While the server shuts down (no connection accepted, SQLSTATE
+// 57P03) the bound is lifted for the rest of the session: the walsender
+// waits for everything it sent to be confirmed before the server stops, and
+// a check made between the last round and the shutdown is no longer
+// possible; the check at the next start still refuses the changed
+// publication.
 type verifier struct {
 	rc       replication.Config
 	verified *atomic.Uint64 // L of the last round that passed; shared with the final round
@@ -68,7 +75,7 @@ func (v *verifier) final(ctx context.Context) error {
 	defer f.close(ctx)
 	for {
 		done, err := f.step(ctx)
-		if done || errors.Is(err, replication.ErrSetup) {
+		if done || errors.Is(err, replication.ErrSetup) || f.verified.Load() == math.MaxUint64 {
 			return err
 		}
 		select {
@@ -95,6 +102,19 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 	}()
 	if v.conn == nil {
 		c, err := pgx.Connect(ctx, v.rc.ConnString)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "57P03" {
+			// N.B. cannot_connect_now while this stream runs: the server
+			// shuts down (or restarts after a crash). A shutting down
+			// server's
+			// walsender waits for the client to confirm everything sent,
+			// the shutdown checkpoint included, which no check can cover
+			// any more. The bound is lifted for the rest of this session,
+			// or every shutdown would wait for wal_sender_timeout; no
+			// transaction commits any more, and the check at the next
+			// start refuses a changed publication.
+			v.verified.Store(math.MaxUint64)
+		}
 		if err != nil {
 			return false, fmt.Errorf("connect to postgresql: %w", err)
 		}
