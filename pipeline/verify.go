@@ -98,25 +98,17 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 		if err != nil && !errors.Is(err, replication.ErrSetup) && v.conn != nil {
 			v.conn.Close(context.WithoutCancel(ctx))
 			v.conn, v.round = nil, nil
+			// N.B. at once: a server shutting down is seen within this
+			// step, not the next one.
+			if c, cerr := v.connect(ctx); cerr == nil {
+				v.conn = c
+			}
 		}
 	}()
 	if v.conn == nil {
-		c, err := pgx.Connect(ctx, v.rc.ConnString)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "57P03" {
-			// N.B. cannot_connect_now while this stream runs: the server
-			// shuts down (or restarts after a crash). A shutting down
-			// server's
-			// walsender waits for the client to confirm everything sent,
-			// the shutdown checkpoint included, which no check can cover
-			// any more. The bound is lifted for the rest of this session,
-			// or every shutdown would wait for wal_sender_timeout; no
-			// transaction commits any more, and the check at the next
-			// start refuses a changed publication.
-			v.verified.Store(math.MaxUint64)
-		}
+		c, err := v.connect(ctx)
 		if err != nil {
-			return false, fmt.Errorf("connect to postgresql: %w", err)
+			return false, err
 		}
 		v.conn = c
 	}
@@ -156,6 +148,26 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 	}
 	v.round = nil
 	return true, nil
+}
+
+// connect opens the check's connection. N.B. cannot_connect_now (57P03)
+// while this stream runs means the server shuts down (or restarts after a
+// crash). A shutting down server's walsender waits for the client to
+// confirm everything it sent, the shutdown checkpoint included, which no
+// check can cover any more: the bound is lifted for the rest of this
+// session, or every shutdown would wait for wal_sender_timeout. No
+// transaction commits any more, and the check at the next start refuses a
+// changed publication.
+func (v *verifier) connect(ctx context.Context) (*pgx.Conn, error) {
+	c, err := pgx.Connect(ctx, v.rc.ConnString)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "57P03" {
+		v.verified.Store(math.MaxUint64)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgresql: %w", err)
+	}
+	return c, nil
 }
 
 // waiting reports the transactions the current round has waited for longer
