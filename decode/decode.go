@@ -541,21 +541,23 @@ func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation
 		return -1
 	}
 	var errs []error
-	need := func(name, flag string, types ...uint32) int {
+	// need returns the index of column name, or -1 when the relation has no
+	// such column or its type is not one flag takes.
+	need := func(name, flag string) int {
 		i := index(name)
 		if i < 0 {
 			errs = append(errs, fmt.Errorf("%w: table %s has no column %q (%s)", ErrMissingColumn, rel.qualified, name, flag))
 			return -1
 		}
-		if len(types) > 0 && !oidIn(m.Columns[i].TypeOID, types) {
-			errs = append(errs, fmt.Errorf("%w: column %s.%s has type oid %d; %s takes %s", ErrUnsupportedType, rel.qualified, name, m.Columns[i].TypeOID, flag, typeNames(types)))
+		if err := CheckColumnType(flag, m.Columns[i].TypeOID); err != nil {
+			errs = append(errs, fmt.Errorf("column %s.%s has type oid %d: %w", rel.qualified, name, m.Columns[i].TypeOID, err))
+			return -1
 		}
 		return i
 	}
-	textual := []uint32{oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2}
-	rel.idIdx = need(d.cfg.IDColumn, "--id-column", textual...)
-	rel.keyIdx = need(d.cfg.KeyColumn, "--key-column", textual...)
-	rel.payloadIdx = need(d.cfg.PayloadColumn, "--payload-column", oidJSONB, oidJSON, oidText, oidVarchar, oidBytea)
+	rel.idIdx = need(d.cfg.IDColumn, "--id-column")
+	rel.keyIdx = need(d.cfg.KeyColumn, "--key-column")
+	rel.payloadIdx = need(d.cfg.PayloadColumn, "--payload-column")
 	if rel.payloadIdx >= 0 {
 		rel.payloadBytea = m.Columns[rel.payloadIdx].TypeOID == oidBytea
 	}
@@ -576,6 +578,26 @@ func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation
 			zap.String("table", rel.qualified), zap.Error(rel.err))
 	}
 	return rel
+}
+
+// The type OIDs a mapped column may have, by the flag that names it; a flag
+// not listed takes any type (its text form is used as sent).
+var columnTypes = map[string][]uint32{
+	"--id-column":      {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2},
+	"--key-column":     {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2},
+	"--payload-column": {oidJSONB, oidJSON, oidText, oidVarchar, oidBytea},
+}
+
+// CheckColumnType returns an error wrapping ErrUnsupportedType when a
+// column of type oid cannot be the column flag (--id-column, --key-column,
+// --payload-column, --header-columns, --topic) names; it names the types
+// the flag takes. The decoder and the check at start use it both.
+func CheckColumnType(flag string, oid uint32) error {
+	set, ok := columnTypes[flag]
+	if !ok || oidIn(oid, set) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s takes %s", ErrUnsupportedType, flag, typeNames(set))
 }
 
 func oidIn(oid uint32, set []uint32) bool {
@@ -606,6 +628,16 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 	var id, key []byte // as far as they were read: a poison event keeps them
 	fail := func(err error) Event { return poisonEvent(rel, cols, id, key, err, -1) }
 	if rel.err != nil {
+		// N.B. the id and the key, when their columns can be mapped, so
+		// that the dead-letter record names the event.
+		if len(cols) == len(rel.columns) {
+			if rel.idIdx >= 0 && cols[rel.idIdx].Kind == pgoutput.KindText {
+				id = cols[rel.idIdx].Data
+			}
+			if rel.keyIdx >= 0 && cols[rel.keyIdx].Kind == pgoutput.KindText {
+				key = cols[rel.keyIdx].Data
+			}
+		}
 		return fail(rel.err)
 	}
 	if len(cols) != len(rel.columns) {

@@ -1257,3 +1257,29 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckColumnType(t *testing.T) {
+	cases := []struct {
+		flag string
+		oid  uint32
+		ok   bool
+	}{
+		{"--payload-column", 3802, true}, // jsonb
+		{"--payload-column", 17, true},   // bytea
+		{"--payload-column", 23, false},  // integer
+		{"--id-column", 2950, true},      // uuid
+		{"--id-column", 3802, false},     // jsonb
+		{"--key-column", 20, true},       // bigint
+		{"--key-column", 16, false},      // boolean
+		{"--header-columns", 16, true},   // any type
+		{"--topic", 3802, true},          // any type
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s %d", c.flag, c.oid), func(t *testing.T) {
+			err := CheckColumnType(c.flag, c.oid)
+			if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrUnsupportedType)) {
+				t.Errorf("CheckColumnType(%s, %d) = %v, want ok %v", c.flag, c.oid, err, c.ok)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -24,7 +25,7 @@ const bufferMessages = 1024
 func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	r.current.Store(nil)
 	// Columns first: nothing is created for a mapping that cannot work.
-	if err := CheckColumns(ctx, r.rc.ConnString, r.dc); err != nil {
+	if err := CheckColumns(ctx, r.rc.ConnString, r.rc.Publication, r.dc); err != nil {
 		return onPostgres(err)
 	}
 	st, err := replication.Prepare(ctx, r.rc, r.log)
@@ -55,7 +56,8 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	}
 	roots := replication.NewRoots(r.rc)
 	defer roots.Close()
-	stream := replication.New(r.rc, tr, r.log)
+	ver := newVerifier(r.rc)
+	stream := replication.New(r.rc, boundedConfirmer{tr, ver}, r.log)
 	r.current.Store(&attemptState{stream: stream, tr: tr, snk: snk})
 	msgs := make(chan replication.Message, bufferMessages)
 	drained := make(chan struct{})
@@ -67,9 +69,9 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	})
 	g.Go(func() error {
 		defer close(pipelineDone)
-		return r.decodeLoop(gctx, msgs, drained, dec, roots, stream, snk, tr)
+		return r.decodeLoop(gctx, msgs, drained, dec, roots, stream, snk, tr, ver)
 	})
-	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr) })
+	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr, ver) })
 	return g.Wait()
 }
 
@@ -77,14 +79,14 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 // to the sink, until msgs is closed (a graceful stop: it drains) or a stage
 // fails.
 func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message, drained chan<- struct{},
-	dec *decode.Decoder, roots *replication.Roots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker) error {
+	dec *decode.Decoder, roots *replication.Roots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
 	var ignored uint64
 	for {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
 				r.metrics.SetState(metrics.StateStopping)
-				return r.drain(ctx, snk, tr, drained)
+				return r.drain(ctx, snk, tr, ver, drained)
 			}
 			tx, err := dec.Decode(m.Data)
 			stream.Done(m)
@@ -129,7 +131,7 @@ func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message,
 
 // drain waits for outstanding acknowledgements after a graceful stop, then
 // lets the replication stage send its final status update.
-func (r *Relay) drain(ctx context.Context, snk *sink.Sink, tr *checkpoint.Tracker, drained chan<- struct{}) error {
+func (r *Relay) drain(ctx context.Context, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier, drained chan<- struct{}) error {
 	defer close(drained)
 	fctx, cancel := context.WithTimeout(ctx, r.rc.ShutdownTimeout)
 	defer cancel()
@@ -140,6 +142,14 @@ func (r *Relay) drain(ctx context.Context, snk *sink.Sink, tr *checkpoint.Tracke
 	if err != nil {
 		recs, _, _ := tr.InFlight()
 		r.log.Warn("shutdown timeout: unacknowledged records will be sent again on restart", zap.Int64("records", recs), zap.Error(err))
+	}
+	// N.B. one more publication check covering everything received, so
+	// that the final status update may confirm all that Kafka acknowledged.
+	if err := ver.final(fctx); errors.Is(err, replication.ErrSetup) {
+		return err
+	} else if err != nil {
+		r.log.Warn("shutdown timeout: the publication check did not finish; transactions after it will be sent again on restart",
+			zap.Stringer("lsn", ver.Verified()), zap.Error(err))
 	}
 	return nil
 }

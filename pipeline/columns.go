@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +13,9 @@ import (
 )
 
 // ErrColumns is wrapped when an outbox table lacks a column the mapping or
-// the topic template names: a setup error.
-var ErrColumns = errors.New("outbox table lacks a mapped column")
+// the topic template names, or has it with a type the flag does not take,
+// or as a generated column pgoutput does not send: a setup error.
+var ErrColumns = errors.New("outbox table cannot be mapped")
 
 // MappedColumns returns each column the mapping and the topic template
 // name, with the flag that names it.
@@ -33,8 +35,11 @@ func MappedColumns(dc decode.Config) (map[string]string, error) {
 }
 
 // CheckColumns verifies before streaming that each outbox table has every
-// column the mapping and the topic template name.
-func CheckColumns(ctx context.Context, connString string, dc decode.Config) error {
+// column the mapping and the topic template name, that each has a type the
+// flag naming it takes (decode.CheckColumnType, the decoder's own check),
+// and that pgoutput sends it (a generated column it does not send). The
+// publication may not exist yet (walrelay creates it after this check).
+func CheckColumns(ctx context.Context, connString, publication string, dc decode.Config) error {
 	conn, err := pgx.Connect(ctx, connString)
 	if err != nil {
 		return fmt.Errorf("connect to postgresql: %w", err)
@@ -44,29 +49,67 @@ func CheckColumns(ctx context.Context, connString string, dc decode.Config) erro
 	if err != nil {
 		return err
 	}
+	// N.B. pgoutput sends a stored generated column only from PostgreSQL
+	// 18 and only with publish_generated_columns = stored; a virtual one
+	// never. A mapped column it does not send makes every row poison.
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return fmt.Errorf("read server version: %w", err)
+	}
+	genStored := false
+	if version >= 180000 {
+		err := conn.QueryRow(ctx, `SELECT pubgencols = 's' FROM pg_publication WHERE pubname = $1`, publication).Scan(&genStored)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("read publication %s: %w", publication, err)
+		}
+	}
 	var errs []error
 	for _, t := range dc.Tables {
 		schema, table, _ := decode.SplitTable(t)
-		rows, err := conn.Query(ctx, `SELECT a.attname FROM pg_attribute a
+		type column struct {
+			name, typ string
+			oid       uint32
+			generated string
+		}
+		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text FROM pg_attribute a
 			JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, schema, table)
+			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, schema, table)
 		if err != nil {
 			return fmt.Errorf("list columns of %s: %w", t, err)
 		}
-		cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (column, error) {
+			var c column
+			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated)
+			return c, err
+		})
 		if err != nil {
 			return fmt.Errorf("list columns of %s: %w", t, err)
 		}
 		if len(cols) == 0 {
 			continue // a missing table is reported by the setup checks
 		}
-		have := map[string]bool{}
-		for _, c := range cols {
-			have[c] = true
+		have := map[string]column{}
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			have[c.name], names[i] = c, c.name
 		}
-		for col, flag := range want {
-			if !have[col] {
-				errs = append(errs, fmt.Errorf("table %s has no column %q (named by %s); its columns are %s", t, col, flag, strings.Join(cols, ", ")))
+		for _, col := range sortedKeys(want) {
+			flag := want[col]
+			c, ok := have[col]
+			if !ok {
+				errs = append(errs, fmt.Errorf("table %s has no column %q (named by %s); its columns are %s", t, col, flag, strings.Join(names, ", ")))
+				continue
+			}
+			if err := decode.CheckColumnType(flag, c.oid); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w: name a column of one of those types or change its type with ALTER TABLE %s ALTER COLUMN %s TYPE ...", t, col, flag, c.typ, err, t, pgx.Identifier{col}.Sanitize()))
+			}
+			switch {
+			case c.generated == "s" && version < 180000:
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... STORED, and pgoutput sends generated columns only from PostgreSQL 18 (server_version_num %d): name a column the application writes, or make it a plain column (ALTER TABLE %s ALTER COLUMN %s DROP EXPRESSION)", t, col, flag, version, t, pgx.Identifier{col}.Sanitize()))
+			case c.generated == "s" && !genStored:
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... STORED, and publication %q does not publish generated columns: run ALTER PUBLICATION %s SET (publish_generated_columns = stored), or name a column the application writes", t, col, flag, publication, pgx.Identifier{publication}.Sanitize()))
+			case c.generated == "v":
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... VIRTUAL, and pgoutput never sends virtual generated columns: name a column the application writes, or make it STORED and publish it (publish_generated_columns = stored)", t, col, flag))
 			}
 		}
 	}
@@ -74,4 +117,13 @@ func CheckColumns(ctx context.Context, connString string, dc decode.Config) erro
 		return fmt.Errorf("%w: %w", ErrColumns, errors.Join(errs...))
 	}
 	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

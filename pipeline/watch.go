@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -20,7 +21,8 @@ const progressInterval = 30 * time.Second
 
 // watch polls the slot and Kafka while the pipeline runs: it sets the
 // state, warns about lag, and stops the relay if the slot is lost.
-func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker) error {
+func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
+	defer ver.close(ctx)
 	interval := min(r.rc.StatusInterval, 5*time.Second)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -59,6 +61,19 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		}
 		lastPoll = time.Now()
 		pctx, cancel := context.WithTimeout(ctx, interval)
+		// N.B. the publication check runs here, on the watch loop's own
+		// connection, and the stream confirms nothing past what it covered
+		// (verify.go): the receive loop never waits for it.
+		if _, err := ver.step(pctx); errors.Is(err, replication.ErrSetup) {
+			cancel()
+			return err
+		} else if err != nil {
+			r.log.Debug("publication check not done; retried", zap.Error(err))
+		}
+		if xids := ver.waiting(time.Minute); xids != nil {
+			r.log.Warn("the publication check waits for transactions that were open when it began; the slot is not confirmed past its position until they end",
+				zap.Strings("xids", xids), zap.Stringer("lsn", ver.Verified()))
+		}
 		r.kafkaOK.Store(snk.Ping(pctx) == nil)
 		if conn == nil {
 			conn, _ = pgx.Connect(pctx, r.rc.ConnString)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 )
 
 // Row filters and column lists (PostgreSQL 15+). A publication may publish
@@ -149,4 +150,15 @@ func checkRowsAndColumns(ctx context.Context, conn *pgx.Conn, cfg Config, pubOID
 	}
 	return setupErrorf("%s: run ALTER PUBLICATION %s %s; (PostgreSQL decodes each row under the publication as it was when the row was committed: %s)",
 		strings.Join(problems, "; "), pgx.Identifier{cfg.Publication}.Sanitize(), fix, strings.Join(after, "; "))
+}
+
+// VerifyPublication runs Prepare's publication check again on conn, never
+// creating anything: an error wrapping ErrSetup says the publication no
+// longer publishes every outbox row (a row filter added, the outbox dropped
+// from it, publish_via_partition_root off, a column list narrowed).
+func VerifyPublication(ctx context.Context, conn *pgx.Conn, cfg Config) error {
+	cfg = cfg.WithDefaults()
+	cfg.Create = false
+	_, err := preparePublication(ctx, conn, cfg, zap.NewNop(), true)
+	return err
 }

@@ -35,6 +35,13 @@ type Confirmer interface {
 	Raise(pglogrepl.LSN) bool
 }
 
+// Bounder is an optional method of a Confirmer: no position above Bound is
+// confirmed, a keepalive's WAL end included (the pipeline bounds it by the
+// last verification of the publication).
+type Bounder interface {
+	Bound() pglogrepl.LSN
+}
+
 // Stream streams one slot over one connection. Its positions may be read
 // from any goroutine.
 type Stream struct {
@@ -462,6 +469,11 @@ func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle, reply boo
 	pos := s.conf.Watermark()
 	if idle && walEnd > pos {
 		pos = walEnd
+	}
+	// N.B. nothing past what the publication check has covered: a row the
+	// publication left out since is absent from the stream.
+	if b, ok := s.conf.(Bounder); ok && pos > b.Bound() {
+		pos = b.Bound()
 	}
 	// N.B. never move backwards: PostgreSQL before 17 would accept a lower
 	// confirmed_flush_lsn.

@@ -55,8 +55,8 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if columns.skipped == "" {
-		columns.Err = pipeline.CheckColumns(ctx, rc.ConnString, dc)
-		columns.Note = "every mapped and template column exists"
+		columns.Err = pipeline.CheckColumns(ctx, rc.ConnString, rc.Publication, dc)
+		columns.Note = "every mapped and template column exists, has a type its flag takes and is sent by pgoutput"
 	}
 	results = append(results, columns)
 	for _, ch := range checkKafka(ctx, cfg, sc.Opts) {

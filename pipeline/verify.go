@@ -1,0 +1,201 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/replication"
+)
+
+// The publication can be altered while walrelay streams. pgoutput decodes
+// each transaction under the publication as it stood at the transaction's
+// commit in the WAL, so an ALTER PUBLICATION that adds a row filter (or
+// drops the outbox, narrows a column list, turns publish_via_partition_root
+// off) leaves out the rows of every later commit without a trace in the
+// stream. The slot therefore is confirmed only up to a position L such that
+// the publication check passed with every transaction that committed before
+// L visible, in rounds run by the watch goroutine on its own connection:
+//
+//  1. L = pg_current_wal_insert_lsn().
+//  2. S = pg_current_snapshot(), taken after L: every transaction whose
+//     commit record lies before L has either left the proc array (visible
+//     to every later snapshot) or is in S's xip (commit record written, proc
+//     array not yet updated, e.g. waiting for a synchronous standby).
+//  3. Wait until no xid of S's xip is in progress (later ticks; the receive
+//     loop never waits for it).
+//  4. The publication check (replication.VerifyPublication) with a fresh
+//     snapshot: every ALTER PUBLICATION committed before L is visible. If it
+//     passes, positions up to L may be confirmed; if not, walrelay stops
+//     with exit 2 and nothing past the last verified L is confirmed.
+//
+// The bound: a check sees the publication as it is, so a change made and
+// undone between two rounds (one watch interval, at most 5s, plus the wait
+// for the transactions of step 3) is not seen. Confirmation lags by about
+// one round; a long transaction open at step 2 holds confirmation until it
+// ends. While the server shuts down (no connection accepted, SQLSTATE
+// 57P03) the bound is lifted for the rest of the session: the walsender
+// waits for everything it sent to be confirmed before the server stops, and
+// a check made between the last round and the shutdown is no longer
+// possible; the check at the next start still refuses the changed
+// publication.
+type verifier struct {
+	rc       replication.Config
+	verified *atomic.Uint64 // L of the last round that passed; shared with the final round
+
+	conn  *pgx.Conn
+	round *verifyRound
+}
+
+type verifyRound struct {
+	lsn    pglogrepl.LSN
+	xip    []string // xid8 as text
+	began  time.Time
+	warned bool
+}
+
+func newVerifier(rc replication.Config) *verifier {
+	return &verifier{rc: rc, verified: new(atomic.Uint64)}
+}
+
+// final runs one whole round on a connection of its own (the watch
+// goroutine may still be in one), for the final status update of a graceful
+// stop: everything received is covered, so nothing acknowledged is left
+// to be sent again.
+func (v *verifier) final(ctx context.Context) error {
+	f := &verifier{rc: v.rc, verified: v.verified}
+	defer f.close(ctx)
+	for {
+		done, err := f.step(ctx)
+		if done || errors.Is(err, replication.ErrSetup) || f.verified.Load() == math.MaxUint64 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Verified is the position up to which the publication is verified.
+func (v *verifier) Verified() pglogrepl.LSN { return pglogrepl.LSN(v.verified.Load()) }
+
+// step advances the current round as far as it goes without waiting: it
+// begins one, or finishes it once its transactions have ended. It returns an
+// error wrapping replication.ErrSetup when the check fails; other errors
+// (the connection) drop the round, to be begun again.
+func (v *verifier) step(ctx context.Context) (done bool, err error) {
+	defer func() {
+		if err != nil && !errors.Is(err, replication.ErrSetup) && v.conn != nil {
+			v.conn.Close(context.WithoutCancel(ctx))
+			v.conn, v.round = nil, nil
+			// N.B. at once: a server shutting down is seen within this
+			// step, not the next one.
+			if c, cerr := v.connect(ctx); cerr == nil {
+				v.conn = c
+			}
+		}
+	}()
+	if v.conn == nil {
+		c, err := v.connect(ctx)
+		if err != nil {
+			return false, err
+		}
+		v.conn = c
+	}
+	if v.round == nil {
+		r := verifyRound{began: time.Now()}
+		var lsn string
+		if err := v.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+			return false, fmt.Errorf("read wal position: %w", err)
+		}
+		if r.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
+			return false, fmt.Errorf("read wal position: %w", err)
+		}
+		// N.B. a statement of its own: its snapshot is taken after L.
+		if err := v.conn.QueryRow(ctx, `SELECT coalesce(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x`).Scan(&r.xip); err != nil {
+			return false, fmt.Errorf("read snapshot: %w", err)
+		}
+		v.round = &r
+	}
+	if len(v.round.xip) > 0 {
+		var open int
+		if err := v.conn.QueryRow(ctx, `SELECT count(*) FROM unnest($1::text[]) x WHERE pg_xact_status(x::xid8) = 'in progress'`, v.round.xip).Scan(&open); err != nil {
+			return false, fmt.Errorf("read transaction status: %w", err)
+		}
+		if open > 0 {
+			return false, nil
+		}
+	}
+	if err := replication.VerifyPublication(ctx, v.conn, v.rc); err != nil {
+		if errors.Is(err, replication.ErrSetup) {
+			return false, fmt.Errorf("publication %q changed while streaming; nothing after %s is confirmed: %w", v.rc.Publication, v.Verified(), err)
+		}
+		return false, fmt.Errorf("verify publication: %w", err)
+	}
+	// N.B. only upwards: the check covered every commit before round.lsn.
+	if uint64(v.round.lsn) > v.verified.Load() {
+		v.verified.Store(uint64(v.round.lsn))
+	}
+	v.round = nil
+	return true, nil
+}
+
+// connect opens the check's connection. N.B. cannot_connect_now (57P03)
+// while this stream runs means the server shuts down (or restarts after a
+// crash). A shutting down server's walsender waits for the client to
+// confirm everything it sent, the shutdown checkpoint included, which no
+// check can cover any more: the bound is lifted for the rest of this
+// session, or every shutdown would wait for wal_sender_timeout. No
+// transaction commits any more, and the check at the next start refuses a
+// changed publication.
+func (v *verifier) connect(ctx context.Context) (*pgx.Conn, error) {
+	c, err := pgx.Connect(ctx, v.rc.ConnString)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "57P03" {
+		v.verified.Store(math.MaxUint64)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgresql: %w", err)
+	}
+	return c, nil
+}
+
+// waiting reports the transactions the current round has waited for longer
+// than d, once per round: they hold confirmation back.
+func (v *verifier) waiting(d time.Duration) []string {
+	if v.round == nil || v.round.warned || time.Since(v.round.began) < d {
+		return nil
+	}
+	v.round.warned = true
+	return v.round.xip
+}
+
+// close releases the connection.
+func (v *verifier) close(ctx context.Context) {
+	if v.conn != nil {
+		v.conn.Close(context.WithoutCancel(ctx))
+		v.conn = nil
+	}
+}
+
+// boundedConfirmer is the tracker as the stream sees it: its watermark, and
+// a keepalive's WAL end, bounded by the verified position.
+type boundedConfirmer struct {
+	*checkpoint.Tracker
+	v *verifier
+}
+
+func (b boundedConfirmer) Watermark() pglogrepl.LSN {
+	return min(b.Tracker.Watermark(), b.v.Verified())
+}
+func (b boundedConfirmer) Bound() pglogrepl.LSN { return b.v.Verified() }
