@@ -31,7 +31,13 @@ import (
 //     to every later snapshot) or is in S's xip (commit record written, proc
 //     array not yet updated, e.g. waiting for a synchronous standby).
 //  3. Wait until no xid of S's xip is in progress (later ticks; the receive
-//     loop never waits for it).
+//     loop never waits for it), but no longer than settle (two watch
+//     intervals): a transaction whose commit record lies before L leaves
+//     "in progress" (clog) as soon as that record is flushed, so one still
+//     in progress that long after L commits after L and cannot matter.
+//     N.B. waiting for it to end instead would hold confirmation behind
+//     every long writing transaction of the cluster (a batch job, a session
+//     idle in transaction, a bulk outbox insert).
 //  4. The publication check (replication.VerifyPublication) with a fresh
 //     snapshot: every ALTER PUBLICATION committed before L is visible. If it
 //     passes, positions up to L may be confirmed; if not, walrelay stops
@@ -39,9 +45,9 @@ import (
 //
 // The bound: a check sees the publication as it is, so a change made and
 // undone between two rounds (one watch interval, at most 5s, plus the wait
-// for the transactions of step 3) is not seen. Confirmation lags by about
-// one round; a long transaction open at step 2 holds confirmation until it
-// ends. While the server shuts down (no connection accepted, SQLSTATE
+// of step 3) is not seen, nor a change whose commit record was written
+// before L but whose flush took longer than settle. Confirmation lags by
+// about one round, at most three watch intervals. While the server shuts down (no connection accepted, SQLSTATE
 // 57P03) the bound is lifted for the rest of the session: the walsender
 // waits for everything it sent to be confirmed before the server stops, and
 // a check made between the last round and the shutdown is no longer
@@ -51,19 +57,23 @@ type verifier struct {
 	rc       replication.Config
 	verified *atomic.Uint64 // L of the last round that passed; shared with the final round
 
-	conn  *pgx.Conn
-	round *verifyRound
+	conn   *pgx.Conn
+	round  *verifyRound
+	settle time.Duration // longest wait for the transactions of a round (step 3)
 }
 
 type verifyRound struct {
-	lsn    pglogrepl.LSN
-	xip    []string // xid8 as text
-	began  time.Time
-	warned bool
+	lsn   pglogrepl.LSN
+	xip   []string // xid8 as text
+	began time.Time
 }
 
 func newVerifier(rc replication.Config) *verifier {
-	return &verifier{rc: rc, verified: new(atomic.Uint64)}
+	interval := rc.StatusInterval
+	if interval <= 0 || interval > 5*time.Second {
+		interval = 5 * time.Second // the watch loop's poll interval
+	}
+	return &verifier{rc: rc, verified: new(atomic.Uint64), settle: 2 * interval}
 }
 
 // final runs one whole round on a connection of its own (the watch
@@ -71,7 +81,7 @@ func newVerifier(rc replication.Config) *verifier {
 // stop: everything received is covered, so nothing acknowledged is left
 // to be sent again.
 func (v *verifier) final(ctx context.Context) error {
-	f := &verifier{rc: v.rc, verified: v.verified}
+	f := &verifier{rc: v.rc, verified: v.verified, settle: v.settle}
 	defer f.close(ctx)
 	for {
 		done, err := f.step(ctx)
@@ -132,7 +142,7 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 		if err := v.conn.QueryRow(ctx, `SELECT count(*) FROM unnest($1::text[]) x WHERE pg_xact_status(x::xid8) = 'in progress'`, v.round.xip).Scan(&open); err != nil {
 			return false, fmt.Errorf("read transaction status: %w", err)
 		}
-		if open > 0 {
+		if open > 0 && time.Since(v.round.began) < v.settle {
 			return false, nil
 		}
 	}
@@ -168,16 +178,6 @@ func (v *verifier) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connect to postgresql: %w", err)
 	}
 	return c, nil
-}
-
-// waiting reports the transactions the current round has waited for longer
-// than d, once per round: they hold confirmation back.
-func (v *verifier) waiting(d time.Duration) []string {
-	if v.round == nil || v.round.warned || time.Since(v.round.began) < d {
-		return nil
-	}
-	v.round.warned = true
-	return v.round.xip
 }
 
 // close releases the connection.

@@ -70,10 +70,6 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		} else if err != nil {
 			r.log.Debug("publication check not done; retried", zap.Error(err))
 		}
-		if xids := ver.waiting(time.Minute); xids != nil {
-			r.log.Warn("the publication check waits for transactions that were open when it began; the slot is not confirmed past its position until they end",
-				zap.Strings("xids", xids), zap.Stringer("lsn", ver.Verified()))
-		}
 		r.kafkaOK.Store(snk.Ping(pctx) == nil)
 		if conn == nil {
 			conn, _ = pgx.Connect(pctx, r.rc.ConnString)

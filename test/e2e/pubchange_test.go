@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -56,5 +57,45 @@ func TestPublicationChangedWhileStreaming(t *testing.T) {
 			}
 			e.checkPending(t, wit, dropped, "the first row the changed publication left out")
 		})
+	}
+}
+
+// TestLongTransactionDoesNotHoldConfirmation: the publication check that
+// bounds confirmation while streaming waits for transactions open when it
+// began only briefly. A writing transaction that stays open (a batch job, a
+// session idle in transaction) must not keep walrelay from confirming the
+// outbox rows committed meanwhile.
+func TestLongTransactionDoesNotHoldConfirmation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wit := e.witness(t)
+	col := e.collect(t)
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+
+	// N.B. a write gives the transaction an xid: it is in every snapshot's
+	// xip until it ends.
+	long := harness.Connect(t, e.DSN)
+	ctx := context.Background()
+	tx, err := long.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `INSERT INTO orders (customer, total) VALUES ('batch', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	var xids []uint32
+	for i := range 5 {
+		xids = append(xids, e.execXid(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'T', '{}')`,
+			harness.NewUUID(), e.AggType(i), fmt.Sprintf("agg-%d", i)))
+	}
+	col.WaitFor(len(xids), time.Minute)
+	began := time.Now()
+	waitConfirmed(t, e, relay, lastCommitEnd(t, wit, xids))
+	t.Logf("FIGURES confirmed_after=%s with a writing transaction open", time.Since(began).Round(10*time.Millisecond))
+	var open bool
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned() IS NOT NULL`).Scan(&open); err != nil || !open {
+		t.Fatalf("the long transaction is not open with an xid any more (%v, %v): the test proved nothing", open, err)
 	}
 }
