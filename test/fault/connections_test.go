@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -97,6 +100,7 @@ func TestKafkaConnectionCuts(t *testing.T) {
 	s.write()
 
 	slice := s.events / cuts
+	var appended []string // batches the broker appended whose ack was cut
 	for i := 0; i < cuts; i++ {
 		s.waitCommitted(int64(i*slice+s.rng.IntN(slice)), relay)
 		if i == 0 {
@@ -112,7 +116,11 @@ func TestKafkaConnectionCuts(t *testing.T) {
 		}
 		m := modes[i%len(modes)]
 		in := s.faults.Begin(m.kind)
-		cut(t, proxy, m)
+		if m.kind == "cut-after-produce" {
+			appended = append(appended, cutAfterProduce(t, s.e, proxy)...)
+		} else {
+			cut(t, proxy, m)
+		}
 		at := s.e.Bed.CurrentWALLSN(t, s.e.DSN)
 		harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("walrelay to confirm past %s after %s", at, m.kind), func() bool {
 			return s.e.Bed.Slot(t, s.e.DSN, s.e.Slot).ConfirmedFlushLSN >= at
@@ -128,6 +136,85 @@ func TestKafkaConnectionCuts(t *testing.T) {
 	if rep.Duplicates != 0 {
 		t.Errorf("%d duplicates: the idempotent producer should have retried the cut requests without writing twice", rep.Duplicates)
 	}
-	t.Logf("FIGURES cuts=%d proxy_conns=%d proxy_cuts=%d produce_requests=%d events=%d duplicates=%d",
-		cuts, conns, made, seen["produce"], rep.Events, rep.Duplicates)
+	t.Logf("FIGURES cuts=%d proxy_conns=%d proxy_cuts=%d produce_requests=%d events=%d duplicates=%d acks_lost_of_appended_batches=%d",
+		cuts, conns, made, seen["produce"], rep.Events, rep.Duplicates, len(appended))
+	t.Logf("batches appended by the broker whose acknowledgement was cut: %v", appended)
+}
+
+// cutAfterProduce cuts the connection right after a produce request
+// reached the broker and keeps walrelay from the broker until the broker
+// shows it appended every batch of that request: for each, the partition
+// holds at least first sequence + records of the batch's producer id and
+// epoch (an idempotent producer numbers a partition's records from 0 per
+// epoch, and the broker takes them only in sequence). So the retry that
+// follows is of a batch the broker already has, and it must not be written
+// twice. It returns the batches, as topic/partition@sequence+records.
+func cutAfterProduce(t *testing.T, e *harness.Env, proxy *harness.Proxy) []string {
+	t.Helper()
+	var req []byte
+	struck, heal := proxy.CutAfterIsolate(func(dir harness.Dir, msg []byte) bool {
+		if harness.KafkaProduce(dir, msg) {
+			req = slices.Clone(msg)
+			return true
+		}
+		return false
+	})
+	select {
+	case <-struck:
+	case <-time.After(30 * time.Second):
+		proxy.Disarm()
+		t.Fatalf("cut-after-produce: no produce request passed the proxy within 30s")
+	}
+	defer heal()
+	batches, err := harness.ParseProduceRequest(req)
+	if err != nil {
+		t.Fatalf("cut-after-produce: %v", err)
+	}
+	if len(batches) == 0 {
+		t.Fatalf("cut-after-produce: the produce request cut after carries no batch")
+	}
+	names := topicNames(t, e)
+	var out []string
+	for _, b := range batches {
+		topic := b.Topic
+		if topic == "" {
+			topic = names[b.TopicID]
+		}
+		if topic == "" {
+			t.Fatalf("cut-after-produce: the broker has no topic with id %x", b.TopicID)
+		}
+		want := int64(b.FirstSequence) + int64(b.Records)
+		var got int64
+		harness.WaitFor(t, time.Minute, fmt.Sprintf("the broker to append the cut batch of %s/%d (producer %d epoch %d, records %d..%d)",
+			topic, b.Partition, b.ProducerID, b.ProducerEpoch, b.FirstSequence, want-1), func() bool {
+			got = 0
+			for _, r := range e.Bed.ConsumeAll(t, []string{topic}, 0) {
+				if r.Partition == b.Partition && r.ProducerID == b.ProducerID && r.ProducerEpoch == b.ProducerEpoch {
+					got++
+				}
+			}
+			return got >= want
+		})
+		out = append(out, fmt.Sprintf("%s/%d@%d+%d", topic, b.Partition, b.FirstSequence, b.Records))
+	}
+	return out
+}
+
+// topicNames maps the broker's topic ids to names.
+func topicNames(t *testing.T, e *harness.Env) map[[16]byte]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(t.Context())
+	if err != nil {
+		t.Fatalf("list topics: %v", err)
+	}
+	out := map[[16]byte]string{}
+	for name, d := range topics {
+		out[d.ID] = name
+	}
+	return out
 }

@@ -63,8 +63,9 @@ type Proxy struct {
 }
 
 type armedCut struct {
-	match Matcher
-	fired chan struct{}
+	match   Matcher
+	fired   chan struct{}
+	isolate bool // then isolate the proxy, in the same step
 }
 
 type armedHold struct {
@@ -229,6 +230,23 @@ func (p *Proxy) CutAfter(m Matcher) <-chan struct{} {
 	return a.fired
 }
 
+// CutAfterIsolate is CutAfter, and in the same step the proxy is isolated
+// (see Isolate) until heal is called (at cleanup at the latest): the client
+// reaches the server again only after the test has looked at what the cut
+// message did there, e.g. that the broker appended a produce request whose
+// acknowledgement was lost before the producer could retry it. m sees the
+// message it selects: it may keep it.
+func (p *Proxy) CutAfterIsolate(m Matcher) (struck <-chan struct{}, heal func()) {
+	a := &armedCut{match: m, fired: make(chan struct{}), isolate: true}
+	p.mu.Lock()
+	p.armed = a
+	p.mu.Unlock()
+	var once sync.Once
+	heal = func() { once.Do(p.heal) }
+	p.t.Cleanup(heal)
+	return a.fired, heal
+}
+
 // HoldBefore arms a one-shot hold: the first message m selects is not
 // forwarded (nor anything after it in its direction) until release is
 // called; held is closed once the message is being held. It lets a test act
@@ -385,6 +403,9 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 		if a != nil && a.match(dir, msg) {
 			p.armed = nil
 			p.cuts++
+			if a.isolate {
+				p.isolated = true // before any new connection is let through
+			}
 		} else {
 			a = nil
 		}
@@ -393,6 +414,9 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 			// N.B. no reset: the message just forwarded reaches its peer
 			// before the connection ends.
 			l.close(false)
+			if a.isolate {
+				p.CutAll()
+			}
 			close(a.fired)
 			return
 		}
