@@ -1,11 +1,13 @@
 package fault
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -57,6 +59,7 @@ func TestPostgresConnectionCuts(t *testing.T) {
 
 	slice := s.events / cuts
 	var recovered []time.Duration
+	var received []pglogrepl.LSN // confirmations the server took from a cut status update
 	for i := 0; i < cuts; i++ {
 		s.waitCommitted(int64(i*slice+s.rng.IntN(slice)), relay)
 		old := s.e.Walsender(t)
@@ -65,7 +68,11 @@ func TestPostgresConnectionCuts(t *testing.T) {
 		}
 		m := modes[i%len(modes)]
 		in := s.faults.Begin(m.kind)
-		cut(t, proxy, m)
+		if m.kind == "cut-after-status-update" {
+			received = append(received, cutAfterStatusUpdate(t, s.e, proxy))
+		} else {
+			cut(t, proxy, m)
+		}
 		struck := time.Now()
 		harness.WaitFor(t, 2*time.Minute, "walrelay to stream again after "+m.kind, func() bool {
 			now := s.e.Walsender(t)
@@ -79,6 +86,40 @@ func TestPostgresConnectionCuts(t *testing.T) {
 	conns, made, seen := proxy.Stats()
 	t.Logf("FIGURES cuts=%d streaming_again_after=%v proxy_conns=%d proxy_cuts=%d commits_forwarded=%d status_updates_forwarded=%d events=%d duplicates=%d",
 		cuts, recovered, conns, made, seen["commit"], seen["status_update"], rep.Events, rep.Duplicates)
+	t.Logf("positions confirmed by a status update right before its connection was cut: %v", received)
+}
+
+// cutAfterStatusUpdate cuts the connection right after a status update
+// that confirms past the slot's position reached the server, and keeps
+// walrelay from the server until the slot shows that confirmation: the
+// walsender took it before the stream ended. It returns the position
+// confirmed.
+func cutAfterStatusUpdate(t *testing.T, e *harness.Env, proxy *harness.Proxy) pglogrepl.LSN {
+	t.Helper()
+	before := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
+	var flush pglogrepl.LSN
+	// 'd', length(4), 'r', write(8), flush(8), apply(8), time(8), reply(1)
+	struck, heal := proxy.CutAfterIsolate(func(dir harness.Dir, msg []byte) bool {
+		if !harness.PGStatusUpdate(dir, msg) || len(msg) < 22 {
+			return false
+		}
+		if lsn := pglogrepl.LSN(binary.BigEndian.Uint64(msg[14:])); lsn > before {
+			flush = lsn
+			return true
+		}
+		return false
+	})
+	select {
+	case <-struck:
+	case <-time.After(time.Minute):
+		proxy.Disarm()
+		t.Fatalf("cut-after-status-update: no status update confirming past %s passed the proxy within a minute", before)
+	}
+	defer heal()
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("the slot to show the confirmation %s of the cut status update (it was at %s)", flush, before), func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= flush
+	})
+	return flush
 }
 
 // TestKafkaConnectionCuts: walrelay reaches Kafka through a proxy that

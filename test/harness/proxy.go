@@ -97,6 +97,37 @@ func (l *link) close(reset bool) {
 	})
 }
 
+// closeAfterDelivery ends l right after a message was forwarded in dir, so
+// that its receiver still reads it: the sender's side is closed, the
+// receiver's gets end of stream after the message and what it sends from
+// then on is read and discarded (for 30 s at most), not answered with a
+// reset.
+//
+// N.B. a plain close is not enough: the receiver may be sending (a
+// walsender streams WAL while the status update waits in its socket), gets a
+// reset from the closed socket, and Linux then drops what it had not read
+// yet, the message included.
+func (l *link) closeAfterDelivery(dir Dir) {
+	l.once.Do(func() {
+		to, from := l.server, l.client
+		if dir == ToClient {
+			to, from = l.client, l.server
+		}
+		from.Close()
+		tc, ok := to.(*net.TCPConn)
+		if !ok {
+			to.Close()
+			return
+		}
+		tc.CloseWrite()
+		go func() {
+			tc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			io.Copy(io.Discard, tc)
+			tc.Close()
+		}()
+	})
+}
+
 // NewPGProxy proxies a PostgreSQL server at target (host:port).
 func NewPGProxy(t testing.TB, target string) *Proxy { return newProxy(t, target, false) }
 
@@ -413,7 +444,7 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 		if a != nil {
 			// N.B. no reset: the message just forwarded reaches its peer
 			// before the connection ends.
-			l.close(false)
+			l.closeAfterDelivery(dir)
 			if a.isolate {
 				p.CutAll()
 			}
