@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/test/harness"
@@ -17,10 +18,12 @@ import (
 // TestCommittedOutboxRowsExactlyOnceInCommitOrder is the core promise:
 // concurrent writers, rollbacks and business rows; every committed outbox
 // row arrives once, nothing else arrives, each key in commit order, and the
-// records are byte-exact.
+// records are byte-exact, read to the topics' end offsets once the slot's
+// confirmed_flush_lsn has passed the last commit (from a witness slot).
 func TestCommittedOutboxRowsExactlyOnceInCommitOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	wit := e.witness(t)
 	w := &harness.Workload{Writers: 4, Events: 10000, Aggregates: 100, MaxTxRows: 20, Rollback: 0.1, Business: 0.3}
 	w.Prepare(t, e.Env)
 	c := e.collect(t)
@@ -35,7 +38,18 @@ func TestCommittedOutboxRowsExactlyOnceInCommitOrder(t *testing.T) {
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
 	all := time.Since(start)
-	recs := c.Settle(2 * time.Second)
+	events, err := harness.Events(rows, wit.CommitEnds(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last pglogrepl.LSN
+	for _, ev := range events {
+		last = max(last, ev.CommitEnd)
+	}
+	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("confirmed_flush_lsn to pass the last commit (%s)", last), func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= last
+	})
+	recs := c.ToEnd()
 	v := checkRecords(t, e, recs, rows, w.RolledBack(), 3, false)
 	if len(w.RolledBack()) == 0 {
 		t.Errorf("the workload rolled nothing back; the test proves less than it claims")
@@ -98,7 +112,7 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "confirmed_flush_lsn to pass the transaction once Kafka is back", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 3, true)
+	checkRecords(t, e, c.ToEnd(), rows, nil, 3, true)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
@@ -138,7 +152,7 @@ func TestGracefulStopLosesAndDuplicatesNothing(t *testing.T) {
 	}
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
-	v := checkRecords(t, e, c.Settle(3*time.Second), rows, w.RolledBack(), 3, false)
+	v := checkRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
@@ -243,7 +257,7 @@ func TestHugeTransactionAndLargePayload(t *testing.T) {
 
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 3*time.Minute)
-	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 3, false)
+	checkRecords(t, e, c.ToEnd(), rows, nil, 3, false)
 
 	var spilled int64
 	if err := e.Bed.QueryRow(t, e.DSN, `SELECT coalesce(sum(spill_txns), 0) FROM pg_stat_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&spilled); err != nil {
@@ -287,7 +301,7 @@ func TestBacklogOlderThanTheDeliveryTimeout(t *testing.T) {
 	relay = e.startRelay(t, "--kafka-delivery-timeout", "5s")
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), time.Minute)
-	checkRecords(t, e, c.Settle(time.Second), rows, nil, 3, false)
+	checkRecords(t, e, c.ToEnd(), rows, nil, 3, false)
 	if strings.Contains(relay.Log(), "restarting") {
 		t.Errorf("walrelay restarted while relaying an old backlog")
 	}
