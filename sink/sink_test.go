@@ -69,6 +69,15 @@ func event(topic, key, id string) decode.Event {
 	return decode.Event{Table: "public.outbox", Topic: topic, Key: []byte(key), ID: []byte(id), Value: []byte(`{"k":"` + key + `"}`)}
 }
 
+// exactEvent is event with slices whose capacity is their length, so that
+// what a record counts against MaxInflightBytes can be worked out from the
+// strings alone.
+func exactEvent(topic, key, id string) decode.Event {
+	ev := event(topic, key, id)
+	ev.Key, ev.ID, ev.Value = ev.Key[:len(ev.Key):len(ev.Key)], ev.ID[:len(ev.ID):len(ev.ID)], ev.Value[:len(ev.Value):len(ev.Value)]
+	return ev
+}
+
 func readAll(t *testing.T, c *kfake.Cluster, topic string, n int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -494,7 +503,7 @@ func TestInflightBytesBoundProduce(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for i := 1; i <= 30; i++ {
-			if err := s.Produce(context.Background(), tx(uint32(i), start+pglogrepl.LSN(i*100), event("stuck", "k", fmt.Sprint("id", i)))); err != nil {
+			if err := s.Produce(context.Background(), tx(uint32(i), start+pglogrepl.LSN(i*100), exactEvent("stuck", "k", fmt.Sprint("id", i)))); err != nil {
 				done <- err
 				return
 			}
@@ -502,8 +511,11 @@ func TestInflightBytesBoundProduce(t *testing.T) {
 		}
 		done <- nil
 	}()
-	perRecord := recordCost(&kgo.Record{Key: []byte("k"), Value: []byte(`{"k":"k"}`), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("id10")}}})
-	want := int(limit / perRecord)
+	// Each record costs RecordOverhead (1024) + key "k" (1) + value
+	// {"k":"k"} (9) + header "id" (2) + its id: "id1".."id9" (3), so
+	// 1039 bytes; nine take 9351 of the 10000 and the tenth ("id10", 1040
+	// bytes) does not fit.
+	const want, perRecord = 9, 1039
 	// Produce fills the budget, then blocks until the delivery timeout
 	// fails the sink.
 	err := <-done
@@ -511,7 +523,7 @@ func TestInflightBytesBoundProduce(t *testing.T) {
 		t.Fatalf("Produce returned %v, want the sink's failure (%v)", err, s.Err())
 	}
 	n := len(produced)
-	if n < want-1 || n > want {
+	if n != want {
 		t.Errorf("%d records produced before Produce blocked, want %d (limit %d, %d bytes each)", n, want, limit, perRecord)
 	}
 	if got := tr.Watermark(); got != start {

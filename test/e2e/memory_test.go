@@ -152,7 +152,7 @@ func TestMemoryBoundPerRowShape(t *testing.T) {
 					t.Fatalf("%d rows committed, want %d", len(committed), total)
 				}
 				recs := c.WaitFor(total, 5*time.Minute)
-				checkRecords(t, e, c.Settle(time.Second), committed, nil, 3, false)
+				checkRecords(t, e, c.ToEnd(), committed, nil, 3, false)
 				for _, r := range recs {
 					id, _ := harness.Header(r, "id")
 					ids[id] = true

@@ -86,7 +86,7 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	harness.WaitFor(t, 30*time.Second, "the slot to move past the poison events", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	recs, dead = c.Settle(time.Second), dc.Settle(time.Second)
+	recs, dead = c.ToEnd(), dc.ToEnd()
 
 	// The good events, in order, none missing. N.B. the batch the broker
 	// rejects restarts the pipeline from the confirmed position (to find

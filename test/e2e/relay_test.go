@@ -105,6 +105,11 @@ func (p *relayProc) dumpMetrics() {
 	p.t.Logf("walrelay metrics:\n%s", strings.Join(lines, "\n"))
 }
 
+type partition struct {
+	topic string
+	p     int32
+}
+
 // collector is a real franz-go consumer reading every partition of the
 // test's topics from the start, as they appear.
 type collector struct {
@@ -113,6 +118,7 @@ type collector struct {
 	re   *regexp.Regexp
 	mu   sync.Mutex
 	recs []*kgo.Record
+	next map[partition]int64 // the offset after the last record read
 	cond chan struct{}
 	stop context.CancelFunc
 	done chan struct{}
@@ -140,7 +146,7 @@ func (e *env) collectRE(t *testing.T, re string) *collector {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{t: t, cl: cl, re: regexp.MustCompile(re), cond: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
+	c := &collector{t: t, cl: cl, re: regexp.MustCompile(re), next: map[partition]int64{}, cond: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
@@ -156,6 +162,9 @@ func (e *env) collectRE(t *testing.T, re string) *collector {
 			if len(got) > 0 {
 				c.mu.Lock()
 				c.recs = append(c.recs, got...)
+				for _, r := range got {
+					c.next[partition{r.Topic, r.Partition}] = r.Offset + 1
+				}
 				c.mu.Unlock()
 				select {
 				case c.cond <- struct{}{}:
@@ -229,17 +238,80 @@ func (c *collector) endOffsets() string {
 	return strings.Join(out, " ")
 }
 
-// Settle waits until no new record arrived for quiet, and returns all.
-func (c *collector) Settle(quiet time.Duration) []*kgo.Record {
-	last := -1
+// ToEnd lists the end offsets of the collector's topics, waits until the
+// consumer has read every partition up to them, and returns the records
+// below them: everything Kafka holds at the time of the call, no matter how
+// quiet it has been. It fails after two minutes, saying what the topics
+// hold.
+func (c *collector) ToEnd() []*kgo.Record {
+	c.t.Helper()
+	ends := c.ends()
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		n := c.Len()
-		if n == last {
-			return c.Records()
+		c.mu.Lock()
+		var behind []string
+		for p, end := range ends {
+			if c.next[p] < end {
+				behind = append(behind, fmt.Sprintf("%s[%d] at %d of %d", p.topic, p.p, c.next[p], end))
+			}
 		}
-		last = n
-		time.Sleep(quiet)
+		var out []*kgo.Record
+		if len(behind) == 0 {
+			for _, r := range c.recs {
+				if r.Offset < ends[partition{r.Topic, r.Partition}] {
+					out = append(out, r)
+				}
+			}
+		}
+		c.mu.Unlock()
+		if len(behind) == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(behind)
+			c.t.Fatalf("the consumer has not read to the end offsets after 2 minutes: %s", strings.Join(behind, ", "))
+		}
+		select {
+		case <-c.cond:
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
+}
+
+// ends returns the end offset of each partition of the collector's topics
+// that holds records.
+func (c *collector) ends() map[partition]int64 {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.cl)
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		c.t.Fatalf("list topics: %v", err)
+	}
+	var names []string
+	for _, n := range topics.Names() {
+		if c.re.MatchString(n) {
+			names = append(names, n)
+		}
+	}
+	out := map[partition]int64{}
+	if len(names) == 0 {
+		return out
+	}
+	listed, err := adm.ListEndOffsets(ctx, names...)
+	if err != nil {
+		c.t.Fatalf("list end offsets of %v: %v", names, err)
+	}
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			c.t.Fatalf("end offset of %s[%d]: %v", o.Topic, o.Partition, o.Err)
+		}
+		if o.Offset > 0 {
+			out[partition{o.Topic, o.Partition}] = o.Offset
+		}
+	})
+	return out
 }
 
 // murmur2 is Kafka's Utils.murmur2, written out independently of franz-go

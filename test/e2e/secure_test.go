@@ -335,7 +335,7 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 	}
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
-	checkRecords(t, e, c.Settle(2*time.Second), rows, w.RolledBack(), 3, false)
+	checkRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
 	code, body := relay.Get("/readyz")
 	if code != 200 {
 		t.Errorf("/readyz = %d %q, want 200", code, body)

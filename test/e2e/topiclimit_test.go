@@ -65,8 +65,8 @@ func TestTopicLimitBelowTheBatchSize(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "the slot to pass the transaction", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 1, false)
-	if n := len(dc.Settle(2 * time.Second)); n != 0 {
+	checkRecords(t, e, c.ToEnd(), rows, nil, 1, false)
+	if n := len(dc.ToEnd()); n != 0 {
 		t.Errorf("%d records in the dead-letter topic, want none: every record fits the topic on its own", n)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
@@ -115,8 +115,8 @@ func TestRecordLargerThanItsTopicLimit(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "the slot to pass both transactions", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 1, false)
-	dead = dc.Settle(2 * time.Second)
+	checkRecords(t, e, c.ToEnd(), rows, nil, 1, false)
+	dead = dc.ToEnd()
 	if len(dead) != 1 {
 		t.Fatalf("%d dead-letter records, want 1", len(dead))
 	}
@@ -204,11 +204,11 @@ func TestTopicLimitLoweredWhileRunning(t *testing.T) {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
 	// N.B. the restart may send records after the rejected batch again.
-	checkRecords(t, e, c.Settle(2*time.Second), rows, nil, 1, true)
+	checkRecords(t, e, c.ToEnd(), rows, nil, 1, true)
 	if log := relay.Log(); !strings.Contains(log, "kafka rejected a record batch") || !strings.Contains(log, "one at a time") {
 		t.Errorf("walrelay's log shows no rejected batch and isolation: the test proves less than it claims")
 	}
-	dead := dc.Settle(2 * time.Second)
+	dead := dc.ToEnd()
 	for _, d := range dead {
 		if id, _ := harness.Header(d, "walrelay.event.id"); id != bigID {
 			t.Errorf("dead-lettered event %s, want only the record too large on its own (%s)", id, bigID)

@@ -1,10 +1,15 @@
 package fault
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -54,6 +59,7 @@ func TestPostgresConnectionCuts(t *testing.T) {
 
 	slice := s.events / cuts
 	var recovered []time.Duration
+	var received []pglogrepl.LSN // confirmations the server took from a cut status update
 	for i := 0; i < cuts; i++ {
 		s.waitCommitted(int64(i*slice+s.rng.IntN(slice)), relay)
 		old := s.e.Walsender(t)
@@ -62,7 +68,11 @@ func TestPostgresConnectionCuts(t *testing.T) {
 		}
 		m := modes[i%len(modes)]
 		in := s.faults.Begin(m.kind)
-		cut(t, proxy, m)
+		if m.kind == "cut-after-status-update" {
+			received = append(received, cutAfterStatusUpdate(t, s.e, proxy))
+		} else {
+			cut(t, proxy, m)
+		}
 		struck := time.Now()
 		harness.WaitFor(t, 2*time.Minute, "walrelay to stream again after "+m.kind, func() bool {
 			now := s.e.Walsender(t)
@@ -76,6 +86,40 @@ func TestPostgresConnectionCuts(t *testing.T) {
 	conns, made, seen := proxy.Stats()
 	t.Logf("FIGURES cuts=%d streaming_again_after=%v proxy_conns=%d proxy_cuts=%d commits_forwarded=%d status_updates_forwarded=%d events=%d duplicates=%d",
 		cuts, recovered, conns, made, seen["commit"], seen["status_update"], rep.Events, rep.Duplicates)
+	t.Logf("positions confirmed by a status update right before its connection was cut: %v", received)
+}
+
+// cutAfterStatusUpdate cuts the connection right after a status update
+// that confirms past the slot's position reached the server, and keeps
+// walrelay from the server until the slot shows that confirmation: the
+// walsender took it before the stream ended. It returns the position
+// confirmed.
+func cutAfterStatusUpdate(t *testing.T, e *harness.Env, proxy *harness.Proxy) pglogrepl.LSN {
+	t.Helper()
+	before := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
+	var flush pglogrepl.LSN
+	// 'd', length(4), 'r', write(8), flush(8), apply(8), time(8), reply(1)
+	struck, heal := proxy.CutAfterIsolate(func(dir harness.Dir, msg []byte) bool {
+		if !harness.PGStatusUpdate(dir, msg) || len(msg) < 22 {
+			return false
+		}
+		if lsn := pglogrepl.LSN(binary.BigEndian.Uint64(msg[14:])); lsn > before {
+			flush = lsn
+			return true
+		}
+		return false
+	})
+	select {
+	case <-struck:
+	case <-time.After(time.Minute):
+		proxy.Disarm()
+		t.Fatalf("cut-after-status-update: no status update confirming past %s passed the proxy within a minute", before)
+	}
+	defer heal()
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("the slot to show the confirmation %s of the cut status update (it was at %s)", flush, before), func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= flush
+	})
+	return flush
 }
 
 // TestKafkaConnectionCuts: walrelay reaches Kafka through a proxy that
@@ -97,6 +141,7 @@ func TestKafkaConnectionCuts(t *testing.T) {
 	s.write()
 
 	slice := s.events / cuts
+	var appended []string // batches the broker appended whose ack was cut
 	for i := 0; i < cuts; i++ {
 		s.waitCommitted(int64(i*slice+s.rng.IntN(slice)), relay)
 		if i == 0 {
@@ -112,7 +157,11 @@ func TestKafkaConnectionCuts(t *testing.T) {
 		}
 		m := modes[i%len(modes)]
 		in := s.faults.Begin(m.kind)
-		cut(t, proxy, m)
+		if m.kind == "cut-after-produce" {
+			appended = append(appended, cutAfterProduce(t, s.e, proxy)...)
+		} else {
+			cut(t, proxy, m)
+		}
 		at := s.e.Bed.CurrentWALLSN(t, s.e.DSN)
 		harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("walrelay to confirm past %s after %s", at, m.kind), func() bool {
 			return s.e.Bed.Slot(t, s.e.DSN, s.e.Slot).ConfirmedFlushLSN >= at
@@ -128,6 +177,85 @@ func TestKafkaConnectionCuts(t *testing.T) {
 	if rep.Duplicates != 0 {
 		t.Errorf("%d duplicates: the idempotent producer should have retried the cut requests without writing twice", rep.Duplicates)
 	}
-	t.Logf("FIGURES cuts=%d proxy_conns=%d proxy_cuts=%d produce_requests=%d events=%d duplicates=%d",
-		cuts, conns, made, seen["produce"], rep.Events, rep.Duplicates)
+	t.Logf("FIGURES cuts=%d proxy_conns=%d proxy_cuts=%d produce_requests=%d events=%d duplicates=%d acks_lost_of_appended_batches=%d",
+		cuts, conns, made, seen["produce"], rep.Events, rep.Duplicates, len(appended))
+	t.Logf("batches appended by the broker whose acknowledgement was cut: %v", appended)
+}
+
+// cutAfterProduce cuts the connection right after a produce request
+// reached the broker and keeps walrelay from the broker until the broker
+// shows it appended every batch of that request: for each, the partition
+// holds at least first sequence + records of the batch's producer id and
+// epoch (an idempotent producer numbers a partition's records from 0 per
+// epoch, and the broker takes them only in sequence). So the retry that
+// follows is of a batch the broker already has, and it must not be written
+// twice. It returns the batches, as topic/partition@sequence+records.
+func cutAfterProduce(t *testing.T, e *harness.Env, proxy *harness.Proxy) []string {
+	t.Helper()
+	var req []byte
+	struck, heal := proxy.CutAfterIsolate(func(dir harness.Dir, msg []byte) bool {
+		if harness.KafkaProduce(dir, msg) {
+			req = slices.Clone(msg)
+			return true
+		}
+		return false
+	})
+	select {
+	case <-struck:
+	case <-time.After(30 * time.Second):
+		proxy.Disarm()
+		t.Fatalf("cut-after-produce: no produce request passed the proxy within 30s")
+	}
+	defer heal()
+	batches, err := harness.ParseProduceRequest(req)
+	if err != nil {
+		t.Fatalf("cut-after-produce: %v", err)
+	}
+	if len(batches) == 0 {
+		t.Fatalf("cut-after-produce: the produce request cut after carries no batch")
+	}
+	names := topicNames(t, e)
+	var out []string
+	for _, b := range batches {
+		topic := b.Topic
+		if topic == "" {
+			topic = names[b.TopicID]
+		}
+		if topic == "" {
+			t.Fatalf("cut-after-produce: the broker has no topic with id %x", b.TopicID)
+		}
+		want := int64(b.FirstSequence) + int64(b.Records)
+		var got int64
+		harness.WaitFor(t, time.Minute, fmt.Sprintf("the broker to append the cut batch of %s/%d (producer %d epoch %d, records %d..%d)",
+			topic, b.Partition, b.ProducerID, b.ProducerEpoch, b.FirstSequence, want-1), func() bool {
+			got = 0
+			for _, r := range e.Bed.ConsumeAll(t, []string{topic}, 0) {
+				if r.Partition == b.Partition && r.ProducerID == b.ProducerID && r.ProducerEpoch == b.ProducerEpoch {
+					got++
+				}
+			}
+			return got >= want
+		})
+		out = append(out, fmt.Sprintf("%s/%d@%d+%d", topic, b.Partition, b.FirstSequence, b.Records))
+	}
+	return out
+}
+
+// topicNames maps the broker's topic ids to names.
+func topicNames(t *testing.T, e *harness.Env) map[[16]byte]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(t.Context())
+	if err != nil {
+		t.Fatalf("list topics: %v", err)
+	}
+	out := map[[16]byte]string{}
+	for name, d := range topics {
+		out[d.ID] = name
+	}
+	return out
 }

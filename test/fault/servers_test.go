@@ -5,13 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // TestKafkaDown: the broker is stopped mid-stream and started again after a
 // while; walrelay keeps running, holds the slot, and delivers everything once
-// Kafka is back.
+// Kafka is back. While Kafka is down the slot does not pass the first outbox
+// transaction committed after the broker stopped (no acknowledgement for it
+// can exist): the witness gives its commit end, the slot is sampled
+// throughout the outage.
 func TestKafkaDown(t *testing.T) {
 	testbed.Disrupt(t)
 	outages := scale(1, 3)
@@ -23,14 +28,21 @@ func TestKafkaDown(t *testing.T) {
 
 	slice := s.events / (outages + 1)
 	var recovery []time.Duration
+	type outage struct{ stopped, maxConfirmed pglogrepl.LSN }
+	var held []outage
 	for i := 0; i < outages; i++ {
 		s.waitCommitted(int64(i*slice+slice/2+s.rng.IntN(slice/2)), relay)
 		in := s.faults.Begin("kafka-down")
 		s.e.Bed.StopKafka(t)
-		time.Sleep(down)
-		if relay.Exited() {
-			t.Fatalf("walrelay exited while Kafka was down")
+		o := outage{stopped: s.e.Bed.CurrentWALLSN(t, s.e.DSN)}
+		for until := time.Now().Add(down); time.Now().Before(until); time.Sleep(250 * time.Millisecond) {
+			if relay.Exited() {
+				t.Fatalf("walrelay exited while Kafka was down")
+			}
+			o.maxConfirmed = max(o.maxConfirmed, s.confirmed())
 		}
+		o.maxConfirmed = max(o.maxConfirmed, s.confirmed())
+		held = append(held, o)
 		s.e.Bed.StartKafka(t)
 		up := time.Now()
 		back := s.e.Bed.CurrentWALLSN(t, s.e.DSN)
@@ -42,6 +54,27 @@ func TestKafkaDown(t *testing.T) {
 	}
 	rep := s.finish(relay, "")
 	stopRelay(t, relay)
+	events, err := harness.Events(s.e.CommittedRows(t), s.wit.CommitEnds(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range held {
+		// The first outbox commit after the broker stopped.
+		first := pglogrepl.LSN(1<<64 - 1)
+		for _, ev := range events {
+			if ev.CommitEnd > o.stopped {
+				first = min(first, ev.CommitEnd)
+			}
+		}
+		switch {
+		case first == 1<<64-1:
+			t.Errorf("outage %d: no outbox transaction committed after Kafka stopped at %s: the test proves nothing", i+1, o.stopped)
+		case o.maxConfirmed >= first:
+			t.Errorf("outage %d: confirmed_flush_lsn reached %s while Kafka was down, past %s, the end of the first outbox transaction committed after it stopped (at %s)", i+1, o.maxConfirmed, first, o.stopped)
+		default:
+			t.Logf("outage %d: Kafka stopped at %s; slot at most %s while down, first outbox commit after the stop ends at %s", i+1, o.stopped, o.maxConfirmed, first)
+		}
+	}
 	t.Logf("FIGURES outages=%d down=%s caught_up_after=%v events=%d duplicates=%d", outages, down, recovery, rep.Events, rep.Duplicates)
 }
 

@@ -13,10 +13,10 @@ import (
 )
 
 // TestTwoInstances: two walrelay processes on one slot. Exactly one streams,
-// the other waits (not ready) and takes over within seconds of the first
-// being killed; again and again, each time with a fresh standby.
+// the other waits (not ready) and takes over once the first is killed;
+// again and again, each time with a fresh standby. The takeover times are
+// figures, not asserted: the wait has a deadline only against a hang.
 func TestTwoInstances(t *testing.T) {
-	const takeoverLimit = 15 * time.Second
 	takeovers := scale(3, 20)
 	s := newScenario(t, defaultWorkload(scale(12000, 150000)))
 	// Each process gets an application_name of its own: pg_stat_replication
@@ -57,12 +57,12 @@ func TestTwoInstances(t *testing.T) {
 		in := s.faults.Begin("kill-9-active")
 		killed := time.Now()
 		active.Kill()
-		for !slices.Equal(streamers(t, s.e), []string{standbyName}) {
-			if time.Since(killed) > takeoverLimit {
-				t.Fatalf("the standby did not take over within %s of the active walrelay being killed", takeoverLimit)
+		harness.WaitFor(t, 3*time.Minute, "the standby to take over from the killed walrelay", func() bool {
+			if standby.Exited() {
+				t.Fatalf("the standby walrelay exited instead of taking over")
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return slices.Equal(streamers(t, s.e), []string{standbyName})
+		})
 		took := time.Since(killed)
 		times = append(times, took.Round(10*time.Millisecond))
 		in.End()

@@ -16,7 +16,8 @@ type Event struct {
 	Key string // the aggregate id: the record key
 	// Seq is the event's place in its key's commit order (the workload's
 	// per-aggregate sequence, handed out under a row lock, so a later
-	// commit always has the higher number).
+	// commit always has the higher number). 0: the event has none (its
+	// payload has no seq), and its order is not checked.
 	Seq int64
 	// CommitEnd is the end of its transaction's commit record: the position
 	// walrelay confirms once the transaction is acknowledged.
@@ -108,7 +109,10 @@ func Check(h History) Report {
 	}
 
 	copies := make(map[string]int, len(h.Committed))
-	byKey := map[string][]Record{}
+	// N.B. order is per key within a topic: a key's records in another
+	// topic (another aggregate type) are another sequence.
+	type topicKey struct{ topic, key string }
+	byKey := map[topicKey][]Record{}
 	for _, r := range h.Records {
 		ev, ok := events[r.ID]
 		switch {
@@ -130,7 +134,8 @@ func Check(h History) Report {
 			continue
 		}
 		copies[r.ID]++
-		byKey[r.Key] = append(byKey[r.Key], r)
+		tk := topicKey{r.Topic, r.Key}
+		byKey[tk] = append(byKey[tk], r)
 	}
 
 	for i := range h.Committed {
@@ -165,15 +170,16 @@ func Check(h History) Report {
 		}
 	}
 
-	// Per key, the first occurrences must follow commit order. Records of
-	// one key share a partition, where offsets give the order.
-	keys := make([]string, 0, len(byKey))
+	// Per key and topic, the first occurrences must follow commit order.
+	// Records of one key share a partition of the topic, where offsets give
+	// the order.
+	keys := make([]topicKey, 0, len(byKey))
 	for k := range byKey {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
-	for _, key := range keys {
-		rs := byKey[key]
+	slices.SortFunc(keys, func(a, b topicKey) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.key, b.key)) })
+	for _, tk := range keys {
+		rs, key := byKey[tk], tk.key
 		slices.SortFunc(rs, func(a, b Record) int {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 		})
@@ -190,6 +196,9 @@ func Check(h History) Report {
 			}
 			seen[r.ID] = true
 			ev := events[r.ID]
+			if ev.Seq == 0 {
+				continue
+			}
 			if high != nil && ev.Seq < high.Seq {
 				rep.OrderViolations++
 				rep.problem("order: key %s: event seq %d first appears at offset %d, after seq %d", key, ev.Seq, r.Offset, high.Seq)

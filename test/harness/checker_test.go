@@ -96,6 +96,12 @@ func TestCheck(t *testing.T) {
 			problem: "no order between partitions",
 		},
 		{
+			name: "order: a key in another topic is another sequence",
+			// a3 in a second topic before a1 there: no order between topics.
+			records: []Record{{ID: "a3", Key: "a", Topic: "outbox.event.u", Partition: 0, Offset: 0}, rec("a1", "a", 0), rec("a2", "a", 1), rec("b1", "b", 0), rec("b2", "b", 1)},
+			want:    Report{MaxCopies: 1},
+		},
+		{
 			name: "duplicates after the confirmed position are explained",
 			// The restart resends a3 and b2 (committed after 300, before
 			// the fault was over): a1 a2 a3 | a3, b1 b2 | b2.

@@ -14,20 +14,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/outbox"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // OutboxDDL is the outbox table of DESIGN.md, plus a business table and a
 // per-aggregate sequence whose row lock orders an aggregate's events by
 // commit.
-const OutboxDDL = `
-CREATE TABLE outbox (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb
-);
+const OutboxDDL = outbox.TableDDL + `
 CREATE TABLE orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL, note text);
 CREATE TABLE agg_seq (id text PRIMARY KEY, seq bigint NOT NULL DEFAULT 0);`
 

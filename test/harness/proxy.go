@@ -63,8 +63,9 @@ type Proxy struct {
 }
 
 type armedCut struct {
-	match Matcher
-	fired chan struct{}
+	match   Matcher
+	fired   chan struct{}
+	isolate bool // then isolate the proxy, in the same step
 }
 
 type armedHold struct {
@@ -93,6 +94,37 @@ func (l *link) close(reset bool) {
 			}
 			c.Close()
 		}
+	})
+}
+
+// closeAfterDelivery ends l right after a message was forwarded in dir, so
+// that its receiver still reads it: the sender's side is closed, the
+// receiver's gets end of stream after the message and what it sends from
+// then on is read and discarded (for 30 s at most), not answered with a
+// reset.
+//
+// N.B. a plain close is not enough: the receiver may be sending (a
+// walsender streams WAL while the status update waits in its socket), gets a
+// reset from the closed socket, and Linux then drops what it had not read
+// yet, the message included.
+func (l *link) closeAfterDelivery(dir Dir) {
+	l.once.Do(func() {
+		to, from := l.server, l.client
+		if dir == ToClient {
+			to, from = l.client, l.server
+		}
+		from.Close()
+		tc, ok := to.(*net.TCPConn)
+		if !ok {
+			to.Close()
+			return
+		}
+		tc.CloseWrite()
+		go func() {
+			tc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			io.Copy(io.Discard, tc)
+			tc.Close()
+		}()
 	})
 }
 
@@ -227,6 +259,23 @@ func (p *Proxy) CutAfter(m Matcher) <-chan struct{} {
 	p.armed = a
 	p.mu.Unlock()
 	return a.fired
+}
+
+// CutAfterIsolate is CutAfter, and in the same step the proxy is isolated
+// (see Isolate) until heal is called (at cleanup at the latest): the client
+// reaches the server again only after the test has looked at what the cut
+// message did there, e.g. that the broker appended a produce request whose
+// acknowledgement was lost before the producer could retry it. m sees the
+// message it selects: it may keep it.
+func (p *Proxy) CutAfterIsolate(m Matcher) (struck <-chan struct{}, heal func()) {
+	a := &armedCut{match: m, fired: make(chan struct{}), isolate: true}
+	p.mu.Lock()
+	p.armed = a
+	p.mu.Unlock()
+	var once sync.Once
+	heal = func() { once.Do(p.heal) }
+	p.t.Cleanup(heal)
+	return a.fired, heal
 }
 
 // HoldBefore arms a one-shot hold: the first message m selects is not
@@ -385,6 +434,9 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 		if a != nil && a.match(dir, msg) {
 			p.armed = nil
 			p.cuts++
+			if a.isolate {
+				p.isolated = true // before any new connection is let through
+			}
 		} else {
 			a = nil
 		}
@@ -392,7 +444,10 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 		if a != nil {
 			// N.B. no reset: the message just forwarded reaches its peer
 			// before the connection ends.
-			l.close(false)
+			l.closeAfterDelivery(dir)
+			if a.isolate {
+				p.CutAll()
+			}
 			close(a.fired)
 			return
 		}

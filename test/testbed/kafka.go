@@ -162,8 +162,10 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 }
 
 // StopKafka stops the broker (SIGTERM, SIGKILL after 20 s) and waits for it to
-// exit; on a cluster, every node. The test must have called Disrupt; against an external broker the
-// test is skipped. Disrupt restarts a broker the test leaves stopped.
+// exit; on a cluster, every node. The test must have called Disrupt; against
+// an external broker the test fails (it cannot inject the fault), saying how
+// to run it on a managed bed. Disrupt restarts a broker the test leaves
+// stopped.
 func (b *Bed) StopKafka(t testing.TB) {
 	t.Helper()
 	if b.cluster != nil {
@@ -176,7 +178,7 @@ func (b *Bed) StopKafka(t testing.TB) {
 		return
 	}
 	if b.kafka == nil {
-		t.Skipf("testbed: StopKafka needs a Kafka the test bed manages; %s names an external broker", EnvKafkaBrokers)
+		t.Fatalf("testbed: StopKafka needs a Kafka the test bed manages, and %s names an external broker; %s", EnvKafkaBrokers, runManaged)
 	}
 	b.requireDisrupt(t, "StopKafka")
 	begin := time.Now()
@@ -190,7 +192,7 @@ func (b *Bed) StopKafka(t testing.TB) {
 // StartKafka starts the broker again with the same command line (its storage
 // is kept) and waits until it answers metadata requests; on a cluster, every
 // node that is not running. The test must have
-// called Disrupt; against an external broker the test is skipped.
+// called Disrupt; against an external broker the test fails, as StopKafka.
 func (b *Bed) StartKafka(t testing.TB) {
 	t.Helper()
 	if b.cluster != nil {
@@ -203,7 +205,7 @@ func (b *Bed) StartKafka(t testing.TB) {
 		return
 	}
 	if b.kafka == nil {
-		t.Skipf("testbed: StartKafka needs a Kafka the test bed manages; %s names an external broker", EnvKafkaBrokers)
+		t.Fatalf("testbed: StartKafka needs a Kafka the test bed manages, and %s names an external broker; %s", EnvKafkaBrokers, runManaged)
 	}
 	b.requireDisrupt(t, "StartKafka")
 	begin := time.Now()

@@ -207,7 +207,9 @@ func (b *Bed) dumpLogs(t testing.TB) {
 // stopped. It is only allowed in a package whose TestMain calls
 // MainDisruptive. A test that calls it must not call t.Parallel, so that Go
 // runs it before the package's parallel tests (which are paused meanwhile).
-// It skips the test when both servers are external.
+// It fails the test when both servers are external: the test's fault or its
+// exclusive use of the servers cannot be had, and a skip would report ok
+// without running it.
 func Disrupt(t testing.TB) {
 	t.Helper()
 	if !pkgBed.mainCalled || !pkgBed.disruptive {
@@ -215,7 +217,7 @@ func Disrupt(t testing.TB) {
 	}
 	b := getBed(t)
 	if b.pg == nil && b.kafka == nil && b.cluster == nil {
-		t.Skipf("testbed: PostgreSQL (%s) and Kafka (%s) are external services; disruptive tests need servers the test bed manages", EnvPGURL, EnvKafkaBrokers)
+		t.Fatalf("testbed: %s: PostgreSQL (%s) and Kafka (%s) are external services, and this test stops, restarts or needs to itself servers the test bed manages; %s", t.Name(), EnvPGURL, EnvKafkaBrokers, runManaged)
 	}
 	pkgBed.disruptMu.Lock() // one disruptive test at a time, even if one calls t.Parallel
 	release, err := b.lockExclusive(t)

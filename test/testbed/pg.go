@@ -228,14 +228,15 @@ func parseLSN(t testing.TB, s string) pglogrepl.LSN {
 // RestartPostgres stops the server (pg_ctl stop -m fast -w: clients are
 // disconnected, a checkpoint is written) and starts it again with the same
 // arguments, waiting until it accepts connections. The test must have called
-// Disrupt; against an external server the test is skipped.
+// Disrupt; against an external server the test fails (it cannot inject the
+// fault), saying how to run it on a managed bed.
 //
 // N.B. the server is started directly rather than by `pg_ctl restart`, so that
 // in a bed a test binary owns it gets the parent-death signal again.
 func (b *Bed) RestartPostgres(t testing.TB) {
 	t.Helper()
 	if b.pg == nil {
-		t.Skipf("testbed: RestartPostgres needs a PostgreSQL the test bed manages; %s names an external server", EnvPGURL)
+		t.Fatalf("testbed: RestartPostgres needs a PostgreSQL the test bed manages, and %s names an external server; %s", EnvPGURL, runManaged)
 	}
 	b.requireDisrupt(t, "RestartPostgres")
 	begin := time.Now()

@@ -22,6 +22,13 @@ const (
 	EnvKafkaStockJVM = "WALRELAY_TEST_KAFKA_STOCK_JVM"
 )
 
+// runManaged says how to run a test that stops or restarts a server on a bed
+// whose servers the test bed manages; the tests that cannot inject their
+// fault fail with it instead of skipping.
+const runManaged = "run it on a managed bed: unset " + EnvPGURL + " and " + EnvKafkaBrokers +
+	" (the package starts its own servers), or run it under the testbed command, as make test does: " +
+	"go run ./test/cmd/testbed -- go test ./..."
+
 const (
 	stateFileName = "state.json"
 	// bedLockName is the file Main locks shared and Disrupt exclusive.

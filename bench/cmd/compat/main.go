@@ -37,6 +37,7 @@ import (
 
 	"github.com/walrelay/walrelay/bench/connect"
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/outbox"
 )
 
 const (
@@ -158,14 +159,7 @@ func newUUID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-const ddl = `
-CREATE TABLE outbox (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb
-);
+const ddl = outbox.TableDDL + `
 -- json keeps the text as written (whitespace, key order, duplicate keys).
 CREATE TABLE outbox_json (
   id            uuid PRIMARY KEY,

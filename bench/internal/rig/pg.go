@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/test/outbox"
 )
 
 func pgHost(dsn string) string {
@@ -44,14 +46,7 @@ func WithDatabase(dsn, db string) (string, error) {
 // makes one ~300-byte JSON document; "ts" is the insert time
 // (clock_timestamp, microseconds since the epoch), from which the latency
 // consumer measures.
-const OutboxDDL = `
-CREATE TABLE outbox (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb
-);
+const OutboxDDL = outbox.TableDDL + `
 CREATE FUNCTION bench_payload(i bigint) RETURNS jsonb LANGUAGE sql VOLATILE AS $$
   SELECT jsonb_build_object(
     'ts', (extract(epoch from clock_timestamp()) * 1000000)::bigint,

@@ -20,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/test/outbox"
 )
 
 const schema = `
@@ -27,14 +29,7 @@ CREATE TABLE orders (
   id       bigserial PRIMARY KEY,
   customer text NOT NULL,
   total    numeric(10,2) NOT NULL
-);
-CREATE TABLE outbox (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb
-);`
+);` + outbox.TableDDL
 
 func main() {
 	if err := run(); err != nil {
