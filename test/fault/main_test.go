@@ -1,31 +1,15 @@
 package fault
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // relayBin is the walrelay binary built once for the package.
 var relayBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "walrelay-fault-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fault:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if relayBin, err = harness.BuildRelay(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "fault:", err)
-		return 1
-	}
-	return testbed.MainDisruptive(m)
+	os.Exit(harness.MainDisruptive(m, "fault", &relayBin))
 }

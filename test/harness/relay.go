@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // EnvRelayBin names a walrelay binary to test instead of building one.
@@ -36,6 +37,24 @@ func BuildRelay(dir string) (string, error) {
 		return "", fmt.Errorf("build walrelay: %w", err)
 	}
 	return bin, nil
+}
+
+// MainDisruptive is the TestMain of a package whose tests run the walrelay
+// binary and stop or restart the servers: it builds the binary once into
+// *bin (or takes the one WALRELAY_TEST_BIN names), then runs
+// testbed.MainDisruptive. pkg names the package in error messages.
+func MainDisruptive(m *testing.M, pkg string, bin *string) int {
+	dir, err := os.MkdirTemp("", "walrelay-"+pkg+"-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, pkg+":", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = BuildRelay(dir); err != nil {
+		fmt.Fprintln(os.Stderr, pkg+":", err)
+		return 1
+	}
+	return testbed.MainDisruptive(m)
 }
 
 // Relay is one walrelay process.

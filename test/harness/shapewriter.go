@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ShapeWorkload is Workload for a Shape: writers commit transactions of
@@ -193,58 +191,40 @@ func (w *ShapeWorkload) plan(rng *mrand.Rand, writer uint64) shapeTx {
 }
 
 func (w *ShapeWorkload) writer(ctx context.Context, e *Env, i uint64, rng *mrand.Rand) error {
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	var downSince time.Time
+	wc := &writerConn{dsn: e.DSN}
+	defer wc.close()
 	for !w.done(ctx) {
-		if conn == nil || conn.IsClosed() {
-			c, err := pgx.Connect(ctx, e.DSN)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if downSince.IsZero() {
-					downSince = time.Now()
-				}
-				if time.Since(downSince) > 2*time.Minute {
-					return fmt.Errorf("writer: reconnect for 2 minutes: %w", err)
-				}
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			conn, downSince = c, time.Time{}
+		conn, err := wc.get(ctx)
+		if err != nil || conn == nil {
+			return err // nil: ctx ended
 		}
 		p := w.plan(rng, i)
 		ids, spIDs, err := w.tx(ctx, e, conn, rng, p)
 		w.record(w.rolledBack, spIDs)
-		var pgErr *pgconn.PgError
-		switch {
-		case err == nil && p.rollback:
-			w.record(w.rolledBack, ids)
-		case err == nil:
+		switch classify(ctx, conn, err) {
+		case txDone:
+			if p.rollback {
+				w.record(w.rolledBack, ids)
+				break
+			}
 			w.committed.Add(int64(p.rows))
 			if p.huge {
 				w.hugeDone.Store(true)
 			}
-		case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"):
+		case txAborted:
 			w.record(w.rolledBack, ids)
 			if p.poison {
 				w.poisonLeft.Add(1)
 			}
-		case ctx.Err() != nil:
+		case txStopped:
 			w.record(w.unknown, ids)
 			return nil
-		case brokenConn(conn, err):
+		case txUnknown:
 			// N.B. a COMMIT whose answer was lost may have committed: the
 			// tables, read at the end, are the truth. A poison row that may
 			// have committed is not written again.
 			w.record(w.unknown, ids)
-			conn.Close(context.Background())
-			conn = nil
+			wc.drop()
 			continue
 		default:
 			return fmt.Errorf("writer: %w", err)

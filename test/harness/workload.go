@@ -128,6 +128,33 @@ func (w *Workload) done(ctx context.Context) bool {
 	return ctx.Err() != nil || (w.Events > 0 && w.committed.Load() >= int64(w.Events))
 }
 
+// txOutcome is what became of a transaction a writer attempted.
+type txOutcome int
+
+const (
+	txDone    txOutcome = iota // committed, or rolled back as planned
+	txAborted                  // deadlock or serialization failure: rolled back; an application would retry it
+	txStopped                  // the writer's context ended: outcome unknown, stop writing
+	txUnknown                  // the connection (or the server) went away: outcome unknown, reconnect
+	txFailed                   // the statement failed: a bug of the workload
+)
+
+// classify sorts the error of one attempted transaction.
+func classify(ctx context.Context, conn *pgx.Conn, err error) txOutcome {
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return txDone
+	case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"):
+		return txAborted
+	case ctx.Err() != nil:
+		return txStopped
+	case brokenConn(conn, err):
+		return txUnknown
+	}
+	return txFailed
+}
+
 // brokenConn reports whether err means the connection (or the server) went
 // away rather than the statement failing.
 func brokenConn(conn *pgx.Conn, err error) bool {
@@ -139,55 +166,75 @@ func brokenConn(conn *pgx.Conn, err error) bool {
 	return conn.IsClosed() || !errors.Is(err, context.Canceled)
 }
 
-func (w *Workload) writer(ctx context.Context, e *Env, rng *mrand.Rand) error {
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
+// writerConn is a writer's connection, opened again after it breaks; the
+// writer fails after two minutes without one.
+type writerConn struct {
+	dsn       string
+	conn      *pgx.Conn
+	downSince time.Time
+}
+
+// get returns an open connection, or nil (and no error) when ctx ends.
+func (c *writerConn) get(ctx context.Context) (*pgx.Conn, error) {
+	for c.conn == nil || c.conn.IsClosed() {
+		conn, err := pgx.Connect(ctx, c.dsn)
+		if err == nil {
+			c.conn, c.downSince = conn, time.Time{}
+			break
 		}
-	}()
-	var downSince time.Time
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		if c.downSince.IsZero() {
+			c.downSince = time.Now()
+		}
+		if time.Since(c.downSince) > 2*time.Minute {
+			return nil, fmt.Errorf("writer: reconnect for 2 minutes: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return c.conn, nil
+}
+
+// drop closes a connection that broke.
+func (c *writerConn) drop() {
+	if c.conn != nil {
+		c.conn.Close(context.Background())
+		c.conn = nil
+	}
+}
+
+func (c *writerConn) close() { c.drop() }
+
+func (w *Workload) writer(ctx context.Context, e *Env, rng *mrand.Rand) error {
+	wc := &writerConn{dsn: e.DSN}
+	defer wc.close()
 	for !w.done(ctx) {
-		if conn == nil || conn.IsClosed() {
-			c, err := pgx.Connect(ctx, e.DSN)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if downSince.IsZero() {
-					downSince = time.Now()
-				}
-				if time.Since(downSince) > 2*time.Minute {
-					return fmt.Errorf("writer: reconnect for 2 minutes: %w", err)
-				}
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			conn, downSince = c, time.Time{}
+		conn, err := wc.get(ctx)
+		if err != nil || conn == nil {
+			return err // nil: ctx ended
 		}
 		rows := 1 + rng.IntN(w.MaxTxRows)
 		rollback := rng.Float64() < w.Rollback
 		business := rng.Float64() < w.Business
 		ids, err := w.tx(ctx, e, conn, rng, rows, rollback, business)
-		var pgErr *pgconn.PgError
-		switch {
-		case err == nil && rollback:
+		switch classify(ctx, conn, err) {
+		case txDone:
+			if rollback {
+				w.record(w.rolledBack, ids)
+			} else {
+				w.committed.Add(int64(rows))
+			}
+		case txAborted:
 			w.record(w.rolledBack, ids)
-		case err == nil:
-			w.committed.Add(int64(rows))
-		case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"):
-			// Deadlock or serialization failure: the transaction rolled back;
-			// an application would retry it.
-			w.record(w.rolledBack, ids)
-		case ctx.Err() != nil:
+		case txStopped:
 			w.record(w.unknown, ids)
 			return nil
-		case brokenConn(conn, err):
+		case txUnknown:
 			// N.B. a COMMIT whose answer was lost may have committed: the
 			// outbox table, read at the end, is the truth.
 			w.record(w.unknown, ids)
-			conn.Close(context.Background())
-			conn = nil
+			wc.drop()
 			continue
 		default:
 			return fmt.Errorf("writer: %w", err)
