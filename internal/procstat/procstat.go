@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// ClockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat and
+// of /proc/stat; it is 100 on every Linux architecture Go supports.
+const ClockTicks = 100
+
 // StatusKB reads a kB field of /proc/PID/status, such as VmRSS or VmHWM (the
 // peak resident set size); 0 when it cannot.
 func StatusKB(pid int, field string) int64 {
@@ -24,4 +28,39 @@ func StatusKB(pid int, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// PeakRSSKB is VmHWM, the process's peak resident set size in kB; 0 when it
+// cannot be read.
+func PeakRSSKB(pid int) int64 { return StatusKB(pid, "VmHWM") }
+
+// ResetPeakRSS sets VmHWM back to the current RSS (clear_refs 5).
+func ResetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// CPUSeconds returns utime+stime of pid (all its threads) in seconds, or -1
+// when the process is gone.
+func CPUSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The command name (field 2) may hold spaces; fields restart after ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return -1
+	}
+	// f[0] is field 3 (state): utime is field 14, stime field 15.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return float64(ut+st) / ClockTicks
 }

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/proc"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -59,15 +58,11 @@ func MainDisruptive(m *testing.M, pkg string, bin *string) int {
 
 // Relay is one walrelay process.
 type Relay struct {
-	t       testing.TB
-	env     *Env
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error
+	t   testing.TB
+	env *Env
+	p   *proc.Proc
 
 	mu       sync.Mutex
-	peakRSS  int64  // kB, VmHWM as last sampled
 	httpAddr string // bound address of --http-addr, once logged
 }
 
@@ -105,46 +100,31 @@ func (e *Env) RunArgs(pgURL, brokers []string) []string {
 // ends, its log shown when the test failed, its peak memory sampled.
 func StartProcess(t testing.TB, bin string, environ, args []string) *Relay {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano()))
-	f, err := os.Create(logPath)
+	p, err := proc.Start(proc.Options{
+		Name: "walrelay", Path: bin, Args: args,
+		Env: append(os.Environ(), environ...),
+		Log: filepath.Join(t.TempDir(), fmt.Sprintf("walrelay-%d.log", time.Now().UnixNano())),
+		// N.B. a test binary killed by -timeout takes its relays with it
+		// (the default death signal, SIGKILL).
+		Sample: true,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), environ...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// N.B. a test binary killed by -timeout takes its relays with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start walrelay: %v", err)
-	}
-	p := &Relay{t: t, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	go p.sampleRSS()
+	r := &Relay{t: t, p: p}
 	t.Cleanup(func() {
-		if !p.Exited() {
-			cmd.Process.Kill()
-			<-p.done
+		if err := p.Kill(); err != nil {
+			t.Error(err)
 		}
 		if t.Failed() {
-			p.dumpLog()
+			r.dumpLog()
 		}
 	})
-	return p
+	return r
 }
 
 // Err is how the process ended (nil while it runs or after exit code 0).
-func (p *Relay) Err() error {
-	if !p.Exited() {
-		return nil
-	}
-	return p.err
-}
+func (p *Relay) Err() error { return p.p.Err() }
 
 // LoggedHTTPAddr is the HTTP address if the process has logged it yet.
 func (p *Relay) LoggedHTTPAddr() (string, bool) {
@@ -156,90 +136,52 @@ func (p *Relay) LoggedHTTPAddr() (string, bool) {
 }
 
 // Pid is the process id.
-func (p *Relay) Pid() int { return p.cmd.Process.Pid }
-
-func (p *Relay) sampleRSS() {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-tick.C:
-			if kb := procstat.StatusKB(p.Pid(), "VmHWM"); kb > 0 {
-				p.mu.Lock()
-				p.peakRSS = max(p.peakRSS, kb)
-				p.mu.Unlock()
-			}
-		}
-	}
-}
+func (p *Relay) Pid() int { return p.p.Pid() }
 
 // PeakRSSMB is the largest resident set seen, in MiB.
-func (p *Relay) PeakRSSMB() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return float64(p.peakRSS) / 1024
-}
+func (p *Relay) PeakRSSMB() float64 { return p.p.PeakRSSMB() }
 
 func (p *Relay) dumpLog() {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 80 {
-		lines = lines[len(lines)-80:]
-	}
-	p.t.Logf("walrelay log (%s, last %d lines):\n%s", p.logPath, len(lines), strings.Join(lines, "\n"))
+	p.t.Logf("walrelay log (%s, last 80 lines):\n%s", p.p.LogPath, p.p.Tail(80))
 }
 
 // Log returns the whole log so far.
-func (p *Relay) Log() string {
-	b, _ := os.ReadFile(p.logPath)
-	return string(b)
-}
+func (p *Relay) Log() string { return p.p.Log() }
 
 // Stop sends SIGTERM and waits for the exit; it returns the exit code.
 func (p *Relay) Stop(timeout time.Duration) int {
 	p.t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.p.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
 	return p.Wait(timeout)
 }
 
 // Kill sends SIGKILL and waits until the process is gone.
 func (p *Relay) Kill() {
-	p.cmd.Process.Kill()
-	<-p.done
+	p.t.Helper()
+	if err := p.p.Kill(); err != nil {
+		p.t.Fatal(err)
+	}
 }
 
 // Wait waits for the exit and returns the exit code, failing the test after
 // timeout.
 func (p *Relay) Wait(timeout time.Duration) int {
 	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.cmd.Process.Kill()
-		<-p.done
+	if !p.p.Wait(timeout) {
+		_ = p.p.Kill()
 		p.t.Fatalf("walrelay did not exit within %s", timeout)
 	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
+	code, err := p.p.ExitCode()
+	if err != nil {
+		p.t.Fatalf("walrelay: %v", err)
 	}
-	if p.err != nil {
-		p.t.Fatalf("walrelay: %v", p.err)
-	}
-	return 0
+	return code
 }
 
 // Exited reports whether the process has ended.
-func (p *Relay) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Relay) Exited() bool { return p.p.Exited() }
 
 var httpAddrRE = regexp.MustCompile(`"msg":"serving /metrics, /healthz and /readyz","addr":"([^"]+)"`)
 

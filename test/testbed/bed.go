@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // Bed is a PostgreSQL server and a Kafka broker for tests, each either managed
@@ -95,7 +97,7 @@ func Start(ctx context.Context, opt Options) (*Bed, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	releaseOwner, err := lockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+	releaseOwner, err := proc.LockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -160,7 +162,7 @@ func Open(dir string) (*Bed, error) {
 	if err != nil {
 		return nil, err
 	}
-	release, err := lockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+	release, err := proc.LockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
 		return nil, fmt.Errorf("bed %s is in use by the process that started it: %w", dir, err)
 	}
@@ -327,7 +329,7 @@ func reapStale(logf func(string, ...any)) {
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		release, err := lockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+		release, err := proc.LockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err != nil {
 			continue // its owner is alive
 		}

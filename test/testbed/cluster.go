@@ -8,12 +8,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // The package's own cluster bed (GetCluster), when the package's bed is not
@@ -168,15 +169,8 @@ func (b *Bed) KillKafkaNode(t testing.TB, id int32) {
 	t.Helper()
 	n := b.clusterNode(t, id, "KillKafkaNode")
 	b.requireNodeFault(t, "KillKafkaNode")
-	pid := n.pid()
-	if !alive(pid, n.ConfigPath) {
-		t.Fatalf("testbed: kill Kafka node %d: it is not running", id)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := proc.KillPID(n.pid(), n.ConfigPath); err != nil {
 		t.Fatalf("testbed: kill Kafka node %d: %v", id, err)
-	}
-	if !waitGone(pid, n.ConfigPath, 10*time.Second) {
-		t.Fatalf("testbed: Kafka node %d (pid %d) still running 10s after SIGKILL", id, pid)
 	}
 }
 

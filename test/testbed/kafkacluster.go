@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/walrelay/walrelay/test/kafka"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // A Kafka cluster of the bed (Options.KafkaBrokers >= 3): that many brokers
@@ -97,40 +96,33 @@ func (c *kafkaCluster) node(id int32) *kafkaState {
 // stop stops every node: brokers first (a clean shutdown moves their
 // leaderships while a controller can still do it), then the controllers.
 func (c *kafkaCluster) stop() error {
-	var errs []error
-	for _, role := range []string{"broker", "controller"} {
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		for _, n := range c.Nodes {
-			if n.Roles != role {
-				continue
-			}
-			wg.Go(func() {
-				if err := n.stop(); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("node %d: %w", n.NodeID, err))
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-	}
-	return errors.Join(errs...)
+	return c.each([]string{"broker", "controller"}, func(n *kafkaState) error { return n.stop() })
 }
 
 // start starts every node that is not running, controllers first, and waits
 // until each is ready.
 func (c *kafkaCluster) start(ctx context.Context, detached bool) error {
+	return c.each([]string{"controller", "broker"}, func(n *kafkaState) error {
+		if n.running() {
+			return nil
+		}
+		return n.launch(ctx, detached)
+	})
+}
+
+// each runs fn on the nodes of each role in turn, on the nodes of one role
+// at once, and returns every error.
+func (c *kafkaCluster) each(roles []string, fn func(*kafkaState) error) error {
 	var errs []error
-	for _, role := range []string{"controller", "broker"} {
+	var mu sync.Mutex
+	for _, role := range roles {
 		var wg sync.WaitGroup
-		var mu sync.Mutex
 		for _, n := range c.Nodes {
-			if n.Roles != role || n.running() {
+			if n.Roles != role {
 				continue
 			}
 			wg.Go(func() {
-				if err := n.launch(ctx, detached); err != nil {
+				if err := fn(n); err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("node %d: %w", n.NodeID, err))
 					mu.Unlock()
@@ -146,7 +138,7 @@ func (c *kafkaCluster) start(ctx context.Context, detached bool) error {
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	for len(ports) < n {
-		p, err := freePort()
+		p, err := proc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -161,15 +153,7 @@ func freePorts(n int) ([]int, error) {
 // dir/kafka/node-ID and waits until every broker is registered and the quorum
 // has a leader.
 func startKafkaCluster(ctx context.Context, dir string, detached bool, n, heapMB int, logf func(string, ...any)) (*kafkaCluster, error) {
-	java, err := exec.LookPath("java")
-	if err != nil {
-		return nil, fmt.Errorf("java not found in PATH (Kafka %s needs Java 17 or newer): %s", kafka.Version, javaInstallHint)
-	}
-	libs, err := kafkaJars(ctx, logf)
-	if err != nil {
-		return nil, err
-	}
-	version, err := kafkaJarVersion(libs)
+	java, libs, version, err := kafkaInstall(ctx, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -200,24 +184,8 @@ func startKafkaCluster(ctx context.Context, dir string, detached bool, n, heapMB
 	// controller resolves a topic's replication factor -1 to its own
 	// default.replication.factor and decides leader elections (unclean or
 	// not, min.insync.replicas for eligible leader replicas).
-	common := fmt.Sprintf(`controller.quorum.voters=%s
-controller.listener.names=CONTROLLER
-num.partitions=1
-default.replication.factor=%[2]d
-min.insync.replicas=%[3]d
-unclean.leader.election.enable=false
-offsets.topic.replication.factor=%[2]d
-offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=%[2]d
-transaction.state.log.min.isr=%[3]d
-share.coordinator.state.topic.replication.factor=%[2]d
-share.coordinator.state.topic.min.isr=%[3]d
-group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=false
-# walrelay's tests send records of 1 MB and more.
-message.max.bytes=16777216
-replica.fetch.max.bytes=16777216
-`, strings.Join(voters, ","), ClusterReplicationFactor, ClusterMinISR)
+	common := fmt.Sprintf("controller.quorum.voters=%s\ncontroller.listener.names=CONTROLLER\n", strings.Join(voters, ",")) +
+		kafkaDefaults(ClusterReplicationFactor, ClusterMinISR)
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.Nodes))
@@ -286,7 +254,7 @@ func (c *kafkaCluster) waitFormed(ctx context.Context) error {
 }
 
 // controllerReady waits until the controller's listener accepts connections.
-func (st *kafkaState) controllerReady(ctx context.Context, exited <-chan error) error {
+func (st *kafkaState) controllerReady(ctx context.Context, p *proc.Proc) error {
 	ctx, cancel := context.WithTimeout(ctx, kafkaReadyWithin)
 	defer cancel()
 	addr := fmt.Sprintf("127.0.0.1:%d", st.ControllerPort)
@@ -297,8 +265,8 @@ func (st *kafkaState) controllerReady(ctx context.Context, exited <-chan error) 
 			return nil
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("kafka controller exited during startup (%v)%s", err, st.logTails(40))
+		case <-p.Done():
+			return fmt.Errorf("kafka controller exited during startup (%v)%s", p.Err(), st.logTails(40))
 		case <-ctx.Done():
 			return fmt.Errorf("kafka controller %d does not listen on %s within %s%s", st.NodeID, addr, kafkaReadyWithin, st.logTails(40))
 		case <-time.After(200 * time.Millisecond):
@@ -310,9 +278,9 @@ func (st *kafkaState) controllerReady(ctx context.Context, exited <-chan error) 
 func (c *kafkaCluster) logTails(n int) string {
 	var b strings.Builder
 	for _, st := range c.Nodes {
-		fmt.Fprintf(&b, "\n--- %s %d (%s):\n%s", st.Roles, st.NodeID, st.LogPath, tail(st.LogPath, n))
+		fmt.Fprintf(&b, "\n--- %s %d (%s):\n%s", st.Roles, st.NodeID, st.LogPath, proc.Tail(st.LogPath, n))
 		if fi, err := os.Stat(st.StdoutPath); err == nil && fi.Size() > 0 {
-			fmt.Fprintf(&b, "\n--- %s %d stdout (%s):\n%s", st.Roles, st.NodeID, st.StdoutPath, tail(st.StdoutPath, n/2))
+			fmt.Fprintf(&b, "\n--- %s %d stdout (%s):\n%s", st.Roles, st.NodeID, st.StdoutPath, proc.Tail(st.StdoutPath, n/2))
 		}
 	}
 	return b.String()

@@ -5,9 +5,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -16,87 +14,40 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/jvm"
 	"github.com/walrelay/walrelay/test/kafka"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
-const (
-	javaInstallHint  = "apt-get install -y openjdk-17-jre-headless"
-	mvnInstallHint   = "apt-get install -y maven"
-	kafkaReadyWithin = 90 * time.Second
-)
+const kafkaReadyWithin = 90 * time.Second
 
-// kafkaJars returns the directory of the broker's jars, fetching them with
-// mvn into ${XDG_CACHE_HOME:-$HOME/.cache}/walrelay/kafka-VERSION the first
-// time. A marker file holding the pom's SHA-256 is written last, so an
-// interrupted or outdated download is redone; a lock keeps two processes from
-// downloading at once.
-func kafkaJars(ctx context.Context, logf func(string, ...any)) (string, error) {
-	root, err := os.UserCacheDir()
-	if err != nil {
-		root = filepath.Join(os.TempDir(), "walrelay-cache")
+// kafkaJars are the broker's jars, fetched with mvn into
+// ${XDG_CACHE_HOME:-$HOME/.cache}/walrelay/kafka-VERSION the first time.
+var kafkaJars = jvm.Jars{
+	Name: "Kafka " + kafka.Version,
+	Dir:  "kafka-" + kafka.Version,
+	POM:  kafka.POM,
+	Want: []string{"kafka_2.13-" + kafka.Version + ".jar"},
+}
+
+// kafkaInstall finds java and the broker's jars (fetching them the first
+// time) and reads the version they are.
+func kafkaInstall(ctx context.Context, logf func(string, ...any)) (java, libs, version string, err error) {
+	if java, err = jvm.Find("Kafka " + kafka.Version); err != nil {
+		return "", "", "", err
 	}
-	base := filepath.Join(root, "walrelay")
-	dir := filepath.Join(base, "kafka-"+kafka.Version)
-	libs := filepath.Join(dir, "libs")
-	marker := filepath.Join(dir, "complete")
-	sum := sha256.Sum256(kafka.POM)
-	want := hex.EncodeToString(sum[:])
-	done := func() bool {
-		b, err := os.ReadFile(marker)
-		return err == nil && strings.TrimSpace(string(b)) == want
+	if libs, err = kafkaJars.Fetch(ctx, func(f string, a ...any) { logf("testbed: "+f, a...) }); err != nil {
+		return "", "", "", err
 	}
-	if done() {
-		return libs, nil
+	if version, err = kafkaJarVersion(libs); err != nil {
+		return "", "", "", err
 	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", err
-	}
-	lockPath := dir + ".lock"
-	release, err := lockFile(lockPath, syscall.LOCK_EX|syscall.LOCK_NB)
-	if err != nil {
-		logf("testbed: waiting for another process fetching the Kafka jars (%s)", lockPath)
-		if release, err = lockFile(lockPath, syscall.LOCK_EX); err != nil {
-			return "", err
-		}
-	}
-	defer release()
-	if done() {
-		return libs, nil
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		return "", fmt.Errorf("mvn not found in PATH (needed once, to fetch Kafka %s's jars from Maven Central into %s): %s", kafka.Version, dir, mvnInstallHint)
-	}
-	logf("testbed: fetching Kafka %s jars with mvn into %s (once)", kafka.Version, libs)
-	if err := os.RemoveAll(dir); err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	pom := filepath.Join(dir, "pom.xml")
-	if err := os.WriteFile(pom, kafka.POM, 0o644); err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "-Dstyle.color=never", "-f", pom,
-		"dependency:copy-dependencies", "-DoutputDirectory="+libs, "-DincludeScope=runtime")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("fetch Kafka jars: mvn: %w\n%s", err, out)
-	}
-	if _, err := os.Stat(filepath.Join(libs, "kafka_2.13-"+kafka.Version+".jar")); err != nil {
-		return "", fmt.Errorf("fetch Kafka jars: mvn left no kafka_2.13-%s.jar in %s", kafka.Version, libs)
-	}
-	if err := writeFileAtomic(marker, []byte(want+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return libs, nil
+	return java, libs, version, nil
 }
 
 // kafkaJarVersion reads the version kafka-clients was built as.
@@ -143,33 +94,24 @@ func newClusterID() string {
 // that is broker and controller, with a SASL_SSL listener when sec is set.
 // heapMB is the JVM's maximum heap (0: 768).
 func startKafka(ctx context.Context, dir string, detached bool, sec *KafkaSecurity, heapMB int, logf func(string, ...any)) (*kafkaState, error) {
-	java, err := exec.LookPath("java")
-	if err != nil {
-		return nil, fmt.Errorf("java not found in PATH (Kafka %s needs Java 17 or newer): %s", kafka.Version, javaInstallHint)
-	}
-	libs, err := kafkaJars(ctx, logf)
+	java, libs, version, err := kafkaInstall(ctx, logf)
 	if err != nil {
 		return nil, err
 	}
 	kd := filepath.Join(dir, "kafka")
-	st := &kafkaState{Java: java, Dir: kd, LibDir: libs, ClusterID: newClusterID()}
+	st := &kafkaState{Java: java, Dir: kd, LibDir: libs, ClusterID: newClusterID(), Version: version}
 	if err := os.MkdirAll(kd, 0o755); err != nil {
 		return nil, err
 	}
-	if st.Version, err = kafkaJarVersion(libs); err != nil {
+	nports := 2
+	if sec != nil {
+		nports = 3
+	}
+	ports, err := freePorts(nports)
+	if err != nil {
 		return nil, err
 	}
-	if st.Port, err = freePort(); err != nil {
-		return nil, err
-	}
-	if st.ControllerPort, err = freePort(); err != nil {
-		return nil, err
-	}
-	for st.ControllerPort == st.Port {
-		if st.ControllerPort, err = freePort(); err != nil {
-			return nil, err
-		}
-	}
+	st.Port, st.ControllerPort = ports[0], ports[1]
 	st.Brokers = []string{fmt.Sprintf("127.0.0.1:%d", st.Port)}
 	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", st.Port, st.ControllerPort)
 	advertised := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", st.Port)
@@ -177,11 +119,7 @@ func startKafka(ctx context.Context, dir string, detached bool, sec *KafkaSecuri
 	var secConfig string
 	var scramArgs []string
 	if sec != nil {
-		for st.SASLPort == 0 || st.SASLPort == st.Port || st.SASLPort == st.ControllerPort {
-			if st.SASLPort, err = freePort(); err != nil {
-				return nil, err
-			}
-		}
+		st.SASLPort = ports[2]
 		st.SecureBrokers = []string{fmt.Sprintf("127.0.0.1:%d", st.SASLPort)}
 		listeners += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", st.SASLPort)
 		advertised += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", st.SASLPort)
@@ -200,21 +138,7 @@ inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 controller.quorum.voters=1@127.0.0.1:%[2]d
 log.dirs=%[3]s
-num.partitions=1
-default.replication.factor=1
-offsets.topic.replication.factor=1
-offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-min.insync.replicas=1
-group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=false
-# walrelay's tests send records of 1 MB and more.
-message.max.bytes=16777216
-replica.fetch.max.bytes=16777216
-`, st.Port, st.ControllerPort, filepath.Join(kd, "data"), listeners, advertised, protocols) + secConfig
+`, st.Port, st.ControllerPort, filepath.Join(kd, "data"), listeners, advertised, protocols) + kafkaDefaults(1, 1) + secConfig
 	if err := st.prepare(ctx, config, heapMB, scramArgs); err != nil {
 		return nil, err
 	}
@@ -224,13 +148,35 @@ replica.fetch.max.bytes=16777216
 	return st, nil
 }
 
+// kafkaDefaults are the settings every node of the bed shares: topics and
+// the internal topics with replication factor rf and min.insync.replicas
+// minISR, topics created only on request, records up to 16 MiB.
+func kafkaDefaults(rf, minISR int) string {
+	return fmt.Sprintf(`num.partitions=1
+default.replication.factor=%[1]d
+min.insync.replicas=%[2]d
+unclean.leader.election.enable=false
+offsets.topic.replication.factor=%[1]d
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=%[1]d
+transaction.state.log.min.isr=%[2]d
+share.coordinator.state.topic.replication.factor=%[1]d
+share.coordinator.state.topic.min.isr=%[2]d
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+# walrelay's tests send records of 1 MB and more.
+message.max.bytes=16777216
+replica.fetch.max.bytes=16777216
+`, rf, minISR)
+}
+
 // prepare writes a node's config (and log4j2.properties) into st.Dir,
 // formats its KRaft storage and sets st.Args. heapMB is the JVM's maximum
 // heap (0: 768).
 func (st *kafkaState) prepare(ctx context.Context, config string, heapMB int, scramArgs []string) error {
 	kd := st.Dir
 	st.ConfigPath = filepath.Join(kd, "server.properties")
-	st.Log4jConfig = filepath.Join(kd, "log4j2.properties")
+	st.Log4jConfig = filepath.Join(kd, "log4j2.properties") // written by jvm.Log4j2
 	st.PIDFile = filepath.Join(kd, "kafka.pid")
 	st.LogPath = filepath.Join(kd, "logs", "server.log")
 	st.StdoutPath = filepath.Join(kd, "logs", "stdout.log")
@@ -242,15 +188,16 @@ func (st *kafkaState) prepare(ctx context.Context, config string, heapMB int, sc
 	if err := os.WriteFile(st.ConfigPath, []byte(config), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(st.Log4jConfig, kafka.Log4j2, 0o644); err != nil {
+	logs, err := jvm.Log4j2(kd, kafka.Log4j2, "kafka.logs.dir", filepath.Join(kd, "logs"))
+	if err != nil {
 		return err
 	}
-	classpath := filepath.Join(st.LibDir, "*") // expanded by the java launcher
 	// N.B. with a static controller.quorum.voters the storage tool wants
 	// neither --standalone nor --initial-controllers.
-	format := exec.CommandContext(ctx, st.Java, append([]string{"-Dlog4j2.configurationFile=" + st.Log4jConfig,
-		"-Dkafka.logs.dir=" + filepath.Join(kd, "logs"), "-XX:TieredStopAtLevel=1", "-cp", classpath,
-		"kafka.tools.StorageTool", "format", "-t", st.ClusterID, "-c", st.ConfigPath}, scramArgs...)...)
+	format := exec.CommandContext(ctx, st.Java, jvm.Command{
+		Options: []string{"-XX:TieredStopAtLevel=1"}, Props: logs, Libs: st.LibDir,
+		Main: "kafka.tools.StorageTool", Args: append([]string{"format", "-t", st.ClusterID, "-c", st.ConfigPath}, scramArgs...),
+	}.Argv()...)
 	format.Dir = kd
 	if out, err := format.CombinedOutput(); err != nil {
 		return fmt.Errorf("format Kafka storage: %w\n%s", err, out)
@@ -258,59 +205,46 @@ func (st *kafkaState) prepare(ctx context.Context, config string, heapMB int, sc
 	if heapMB <= 0 {
 		heapMB = 768
 	}
-	jvm := []string{
-		fmt.Sprintf("-Xms%dm", min(256, heapMB)), fmt.Sprintf("-Xmx%dm", heapMB), "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+	opts := append(jvm.Heap(min(256, heapMB), heapMB), "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 		// C1 only: the broker starts in about half the CPU time on two
 		// cores; tests never need its peak throughput.
 		"-XX:TieredStopAtLevel=1",
-	}
+	)
 	if os.Getenv(EnvKafkaStockJVM) != "" {
 		// The JVM options of Kafka's own bin/kafka-server-start.sh and
 		// kafka-run-class.sh, for benchmarks.
-		jvm = []string{"-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+		opts = []string{"-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 			"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent"}
 	}
-	st.Args = append(jvm,
-		"-Djava.awt.headless=true",
-		"-Dkafka.logs.dir="+filepath.Join(kd, "logs"),
-		"-Dlog4j2.configurationFile="+st.Log4jConfig,
-		"-cp", classpath,
-		"kafka.Kafka", st.ConfigPath,
-	)
+	st.Args = jvm.Command{
+		Options: opts, Props: append([]string{"java.awt.headless=true"}, logs...), Libs: st.LibDir,
+		Main: "kafka.Kafka", Args: []string{st.ConfigPath},
+	}.Argv()
 	return nil
 }
 
 // launch starts the broker with st.Args, records its pid in st.PIDFile and
 // waits until it answers metadata requests.
 func (st *kafkaState) launch(ctx context.Context, detached bool) error {
-	out, err := os.OpenFile(st.StdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := proc.Start(proc.Options{Name: "Kafka", Path: st.Java, Args: st.Args, Dir: st.Dir, Log: st.StdoutPath,
+		Detached: detached, Group: true})
 	if err != nil {
 		return err
 	}
-	defer out.Close() // the child holds its own descriptor
-	cmd := exec.Command(st.Java, st.Args...)
-	cmd.Dir = st.Dir
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = procAttr(detached, syscall.SIGKILL)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start Kafka: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	if err := writeFileAtomic(st.PIDFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
-		_ = cmd.Process.Kill()
+	if err := proc.WriteFileAtomic(st.PIDFile, []byte(strconv.Itoa(p.Pid())+"\n"), 0o644); err != nil {
+		_ = p.Kill()
 		return err
 	}
-	if err := st.waitReady(ctx, exited); err != nil {
-		_ = cmd.Process.Kill()
+	if err := st.waitReady(ctx, p); err != nil {
+		_ = p.Kill()
 		return err
 	}
 	return nil
 }
 
-func (st *kafkaState) waitReady(ctx context.Context, exited <-chan error) error {
+func (st *kafkaState) waitReady(ctx context.Context, p *proc.Proc) error {
 	if st.Roles == "controller" {
-		return st.controllerReady(ctx, exited)
+		return st.controllerReady(ctx, p)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers...), kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(2*time.Second))
 	if err != nil {
@@ -335,8 +269,8 @@ func (st *kafkaState) waitReady(ctx context.Context, exited <-chan error) error 
 		}
 		lastErr = err
 		select {
-		case err := <-exited:
-			return fmt.Errorf("kafka exited during startup (%v)%s", err, st.logTails(40))
+		case <-p.Done():
+			return fmt.Errorf("kafka exited during startup (%v)%s", p.Err(), st.logTails(40))
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return fmt.Errorf("wait for Kafka: %w", ctx.Err())
@@ -350,42 +284,24 @@ func (st *kafkaState) waitReady(ctx context.Context, exited <-chan error) error 
 // logTails returns the last n lines of the broker's log and, if the JVM
 // printed anything, of its stdout.
 func (st *kafkaState) logTails(n int) string {
-	s := fmt.Sprintf("; last lines of %s:\n%s", st.LogPath, tail(st.LogPath, n))
+	s := fmt.Sprintf("; last lines of %s:\n%s", st.LogPath, proc.Tail(st.LogPath, n))
 	if fi, err := os.Stat(st.StdoutPath); err == nil && fi.Size() > 0 {
-		s += fmt.Sprintf("\nlast lines of %s:\n%s", st.StdoutPath, tail(st.StdoutPath, n))
+		s += fmt.Sprintf("\nlast lines of %s:\n%s", st.StdoutPath, proc.Tail(st.StdoutPath, n))
 	}
 	return s
 }
 
-func (st *kafkaState) pid() int {
-	b, err := os.ReadFile(st.PIDFile)
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
+func (st *kafkaState) pid() int { return proc.ReadPIDFile(st.PIDFile) }
 
-func (st *kafkaState) running() bool { return alive(st.pid(), st.ConfigPath) }
+func (st *kafkaState) running() bool { return proc.Alive(st.pid(), st.ConfigPath) }
 
 // stop sends the broker SIGTERM (a clean shutdown) and SIGKILL if it has not
 // exited after 20 s. A broker that is not running is not an error.
 func (st *kafkaState) stop() error {
-	pid := st.pid()
-	if !alive(pid, st.ConfigPath) {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := proc.StopPID(st.pid(), st.ConfigPath, 20*time.Second); err != nil {
 		return fmt.Errorf("stop Kafka: %w", err)
 	}
-	if waitGone(pid, st.ConfigPath, 20*time.Second) {
-		return nil
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	if waitGone(pid, st.ConfigPath, 10*time.Second) {
-		return nil
-	}
-	return fmt.Errorf("stop Kafka: pid %d still running after SIGKILL", pid)
+	return nil
 }
 
 // kafkaServerVersion asks a broker we did not start for its version: Kafka

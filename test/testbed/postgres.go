@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 const pgInstallHint = "apt-get install -y postgresql"
@@ -110,13 +112,12 @@ func startPostgres(ctx context.Context, dir string, detached bool, sec *PGSecuri
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
 		append([]string{"-D", st.DataDir, "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"}, auth...)...)
 	initdb.Dir = pgDir
-	initdb.SysProcAttr = &syscall.SysProcAttr{}
-	u.apply(initdb.SysProcAttr)
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: u.credential()}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 
-	if st.Port, err = freePort(); err != nil {
+	if st.Port, err = proc.FreePort(); err != nil {
 		return nil, err
 	}
 	st.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", st.Port)
@@ -161,23 +162,17 @@ func (st *pgState) launch(ctx context.Context, detached bool) error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(st.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := proc.Start(proc.Options{
+		Name: "postgres", Path: filepath.Join(st.BinDir, "postgres"), Args: st.Args,
+		Dir: filepath.Dir(st.DataDir), Log: st.LogPath,
+		Detached: detached, Group: true, Credential: u.credential(),
+		// N.B. SIGQUIT is PostgreSQL's immediate shutdown: the postmaster
+		// takes its backends down with it.
+		DeathSignal: syscall.SIGQUIT,
+	})
 	if err != nil {
 		return err
 	}
-	defer logFile.Close() // the child holds its own descriptor
-	cmd := exec.Command(filepath.Join(st.BinDir, "postgres"), st.Args...)
-	cmd.Dir = filepath.Dir(st.DataDir)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// N.B. SIGQUIT is PostgreSQL's immediate shutdown: the postmaster takes its
-	// backends down with it.
-	cmd.SysProcAttr = procAttr(detached, syscall.SIGQUIT)
-	u.apply(cmd.SysProcAttr)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start postgres: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -192,14 +187,14 @@ func (st *pgState) launch(ctx context.Context, detached bool) error {
 		}
 		lastErr = err
 		select {
-		case err := <-exited:
-			return fmt.Errorf("postgres exited during startup (%v); last lines of %s:\n%s", err, st.LogPath, tail(st.LogPath, 30))
+		case <-p.Done():
+			return fmt.Errorf("postgres exited during startup (%v); last lines of %s:\n%s", p.Err(), st.LogPath, proc.Tail(st.LogPath, 30))
 		case <-ctx.Done():
-			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			_ = p.Signal(syscall.SIGQUIT)
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return fmt.Errorf("wait for postgres: %w", ctx.Err())
 			}
-			return fmt.Errorf("postgres did not accept connections on port %d within 60s (%v); last lines of %s:\n%s", st.Port, lastErr, st.LogPath, tail(st.LogPath, 30))
+			return fmt.Errorf("postgres did not accept connections on port %d within 60s (%v); last lines of %s:\n%s", st.Port, lastErr, st.LogPath, proc.Tail(st.LogPath, 30))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -217,8 +212,7 @@ func (st *pgState) stop() error {
 	}
 	cmd := exec.Command(filepath.Join(st.BinDir, "pg_ctl"), "stop", "-D", st.DataDir, "-m", "fast", "-w", "-t", "60")
 	cmd.Dir = filepath.Dir(st.DataDir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	u.apply(cmd.SysProcAttr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.credential()}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // Environment variables shared by the testbed command, Main and the tests.
@@ -111,5 +113,5 @@ func (st *state) write() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(st.Dir, stateFileName), append(b, '\n'), 0o644)
+	return proc.WriteFileAtomic(filepath.Join(st.Dir, stateFileName), append(b, '\n'), 0o644)
 }

@@ -13,12 +13,13 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // running is a started relay.
 type running struct {
 	relay     string
-	proc      *rig.Proc // walrelay, pg_recvlogical or the Connect JVM
+	proc      *proc.Proc // walrelay, pg_recvlogical or the Connect JVM
 	worker    *rig.ConnectWorker
 	connector string
 	t0        time.Time // the relay's start (Debezium: the connector's creation)
@@ -83,7 +84,7 @@ func (b *bench) startRelay(ctx context.Context, relay, slot string, endpos pglog
 	case relayWalrelay, relayNull:
 		args := b.walrelayArgs(slot, slot, relay == relayNull, profile)
 		if b.httpAddr {
-			port, err := rig.FreePort()
+			port, err := proc.FreePort()
 			if err != nil {
 				return nil, err
 			}

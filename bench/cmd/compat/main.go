@@ -38,6 +38,7 @@ import (
 	"github.com/walrelay/walrelay/bench/connect"
 	"github.com/walrelay/walrelay/bench/internal/rig"
 	"github.com/walrelay/walrelay/test/outbox"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 const (
@@ -400,7 +401,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	dbzRecs, err := rig.ReadAll(ctx, env.Brokers, len(rows), 3*time.Minute, dbzTopics...)
 	if err != nil {
 		st, trace, _ := w.TaskState(ctx, dbzSlot)
-		return nil, fmt.Errorf("debezium (task %s %s): %w; last lines of %s:\n%s", st, trace, err, w.LogPath(), rig.Tail(w.LogPath(), 20))
+		return nil, fmt.Errorf("debezium (task %s %s): %w; last lines of %s:\n%s", st, trace, err, w.LogPath(), proc.Tail(w.LogPath(), 20))
 	}
 	logf("debezium: %d records", len(dbzRecs))
 	// Anything more that arrives late (a duplicate, a phantom) counts too.

@@ -3,96 +3,33 @@ package rig
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/walrelay/walrelay/bench/connect"
+	"github.com/walrelay/walrelay/test/jvm"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // ConnectJars returns the directory of Kafka Connect's and Debezium's jars,
 // fetching them with mvn (bench/connect/pom.xml) into
 // ${XDG_CACHE_HOME:-~/.cache}/walrelay/connect-V-debezium-V the first time.
-// A marker holding the pom's SHA-256 is written last, so an interrupted or
-// outdated download is redone; a lock keeps two processes from fetching at
-// once.
 func ConnectJars(ctx context.Context, logf func(string, ...any)) (string, error) {
-	root, err := os.UserCacheDir()
-	if err != nil {
-		root = filepath.Join(os.TempDir(), "walrelay-cache")
-	}
-	base := filepath.Join(root, "walrelay")
-	dir := filepath.Join(base, "connect-"+connect.KafkaVersion+"-debezium-"+connect.DebeziumVersion)
-	libs := filepath.Join(dir, "libs")
-	marker := filepath.Join(dir, "complete")
-	sum := sha256.Sum256(connect.POM)
-	want := hex.EncodeToString(sum[:])
-	done := func() bool {
-		b, err := os.ReadFile(marker)
-		return err == nil && strings.TrimSpace(string(b)) == want
-	}
-	if done() {
-		return libs, nil
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	if done() {
-		return libs, nil
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		return "", fmt.Errorf("mvn not found in PATH (needed once, to fetch Kafka Connect and Debezium jars from Maven Central into %s): apt-get install -y maven", dir)
-	}
-	logf("fetching Kafka Connect %s and Debezium %s jars with mvn into %s (once)", connect.KafkaVersion, connect.DebeziumVersion, libs)
-	if err := os.RemoveAll(dir); err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	pom := filepath.Join(dir, "pom.xml")
-	if err := os.WriteFile(pom, connect.POM, 0o644); err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "-Dstyle.color=never", "-f", pom,
-		"dependency:copy-dependencies", "-DoutputDirectory="+libs, "-DincludeScope=runtime")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("fetch Connect jars: mvn: %w\n%s", err, out)
-	}
-	for _, j := range []string{"connect-runtime-" + connect.KafkaVersion + ".jar", "debezium-connector-postgres-" + connect.DebeziumVersion + ".jar"} {
-		if _, err := os.Stat(filepath.Join(libs, j)); err != nil {
-			return "", fmt.Errorf("fetch Connect jars: mvn left no %s in %s", j, libs)
-		}
-	}
-	if err := os.WriteFile(marker, []byte(want+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return libs, nil
+	return jvm.Jars{
+		Name: "Kafka Connect " + connect.KafkaVersion + " and Debezium " + connect.DebeziumVersion,
+		Dir:  "connect-" + connect.KafkaVersion + "-debezium-" + connect.DebeziumVersion,
+		POM:  connect.POM,
+		Want: []string{"connect-runtime-" + connect.KafkaVersion + ".jar", "debezium-connector-postgres-" + connect.DebeziumVersion + ".jar"},
+	}.Fetch(ctx, logf)
 }
 
 // ConnectJVMOptions are the options Kafka's bin/connect-standalone.sh gives
@@ -106,37 +43,12 @@ var ConnectJVMOptions = []string{
 
 // ConnectWorker is a Kafka Connect standalone worker.
 type ConnectWorker struct {
-	Proc     *Proc
+	Proc     *proc.Proc
 	Dir      string
 	RESTURL  string
 	Ready    time.Duration // from launch until the REST API answered
 	ReadyCPU float64       // CPU seconds spent until then
 	http     *http.Client
-}
-
-// FreePort returns a free loopback TCP port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// WriteProperties writes a Java properties file in key order.
-func WriteProperties(path string, props map[string]string) error {
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		v := strings.ReplaceAll(props[k], `\`, `\\`)
-		fmt.Fprintf(&b, "%s=%s\n", k, v)
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // StartConnect starts a standalone worker in dir with props (bootstrap
@@ -147,7 +59,7 @@ func StartConnect(ctx context.Context, libs, dir string, brokers []string, props
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -164,24 +76,21 @@ func StartConnect(ctx context.Context, libs, dir string, brokers []string, props
 		all[k] = v
 	}
 	workerProps := filepath.Join(dir, "worker.properties")
-	if err := WriteProperties(workerProps, all); err != nil {
+	if err := jvm.WriteProperties(workerProps, all); err != nil {
 		return nil, err
 	}
-	log4j := filepath.Join(dir, "log4j2.properties")
-	if err := os.WriteFile(log4j, connect.Log4j2, 0o644); err != nil {
-		return nil, err
-	}
-	java, err := exec.LookPath("java")
+	logs, err := jvm.Log4j2(dir, connect.Log4j2, "connect.logs.dir", dir)
 	if err != nil {
-		return nil, fmt.Errorf("java not found in PATH (Kafka Connect needs Java 17 or newer): apt-get install -y openjdk-17-jre-headless")
+		return nil, err
 	}
-	args := append([]string{java}, ConnectJVMOptions...)
-	args = append(args,
-		"-Dconnect.logs.dir="+dir,
-		"-Dlog4j2.configurationFile="+log4j,
-		"-cp", filepath.Join(libs, "*"),
-		"org.apache.kafka.connect.cli.ConnectStandalone", workerProps)
-	p, err := StartProc("kafka-connect", filepath.Join(dir, "stdout.log"), nil, args...)
+	java, err := jvm.Find("Kafka Connect")
+	if err != nil {
+		return nil, err
+	}
+	p, err := jvm.Command{
+		Options: ConnectJVMOptions, Props: logs, Libs: libs,
+		Main: "org.apache.kafka.connect.cli.ConnectStandalone", Args: []string{workerProps},
+	}.Start(java, proc.Options{Name: "kafka-connect", Log: filepath.Join(dir, "stdout.log"), Group: true, Sample: true})
 	if err != nil {
 		return nil, err
 	}
@@ -196,11 +105,11 @@ func StartConnect(ctx context.Context, libs, dir string, brokers []string, props
 			}
 		}
 		if p.Exited() {
-			return nil, fmt.Errorf("kafka connect exited during start-up (%v); last lines of %s:\n%s\n%s", p.Err(), p.LogPath, p.Tail(30), Tail(filepath.Join(dir, "connect.log"), 30))
+			return nil, fmt.Errorf("kafka connect exited during start-up (%v); last lines of %s:\n%s\n%s", p.Err(), p.LogPath, p.Tail(30), proc.Tail(filepath.Join(dir, "connect.log"), 30))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			p.Kill()
-			return nil, fmt.Errorf("kafka connect's REST API did not answer within 3 minutes: %w", ErrTimeout)
+			_ = p.Kill()
+			return nil, fmt.Errorf("kafka connect's REST API did not answer within 3 minutes: %w", proc.ErrTimeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

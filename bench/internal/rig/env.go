@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // Env is the test bed the command runs against.
@@ -83,20 +84,10 @@ func (e *Env) readBedState() {
 	if st.PG != nil {
 		e.PGBinDir = st.PG.BinDir
 		e.PGVersion = st.PG.Version
-		e.PGPID = firstLineInt(filepath.Join(st.PG.DataDir, "postmaster.pid"))
+		e.PGPID = proc.ReadPIDFile(filepath.Join(st.PG.DataDir, "postmaster.pid"))
 	}
 	if st.Kafka != nil {
-		e.KafkaPID = firstLineInt(st.Kafka.PIDFile)
+		e.KafkaPID = proc.ReadPIDFile(st.Kafka.PIDFile)
 		e.KafkaVerion = st.Kafka.Version
 	}
-}
-
-func firstLineInt(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	n, _ := strconv.Atoi(strings.TrimSpace(line))
-	return n
 }

@@ -9,7 +9,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
+
+// ErrTimeout is wrapped by waits that ran out of time (proc's, so that one
+// errors.Is covers the rig's waits and the processes').
+var ErrTimeout = proc.ErrTimeout
 
 // Admin is a Kafka admin client.
 type Admin struct {

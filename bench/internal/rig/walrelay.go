@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // BuildWalrelay builds ./cmd/walrelay (of the module in the current
@@ -45,7 +47,7 @@ func HasFlag(bin, name string) bool {
 // StartWalrelay runs `bin run args...` with its log in logPath. The
 // environment has no WALRELAY_* variables but those of the test bed, so that
 // flags alone configure it.
-func StartWalrelay(bin, logPath string, args ...string) (*Proc, error) {
+func StartWalrelay(bin, logPath string, args ...string) (*proc.Proc, error) {
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "WALRELAY_") && !strings.HasPrefix(kv, "WALRELAY_TEST_") {
@@ -54,4 +56,13 @@ func StartWalrelay(bin, logPath string, args ...string) (*Proc, error) {
 		env = append(env, kv)
 	}
 	return StartProc("walrelay", logPath, env, append([]string{bin, "run"}, args...)...)
+}
+
+// StartProc starts args (args[0] the executable) with stdout and stderr
+// appended to logPath and env as its whole environment (nil: this
+// process's), its peak RSS and CPU time sampled. It has its own process
+// group, so a terminal's ^C reaches only the bench, which stops its children
+// in order, and it dies with the bench.
+func StartProc(name, logPath string, env []string, args ...string) (*proc.Proc, error) {
+	return proc.Start(proc.Options{Name: name, Path: args[0], Args: args[1:], Env: env, Log: logPath, Group: true, Sample: true})
 }
