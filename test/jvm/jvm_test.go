@@ -127,23 +127,25 @@ func TestFetch(t *testing.T) {
 			t.Fatalf("pom.xml %q", pom)
 		}
 	})
-	t.Run("cached: no mvn", func(t *testing.T) {
+	// fetch fetches with an mvn that copies a-1.0.jar and returns how often
+	// it ran.
+	fetch := func(t *testing.T, j Jars) int {
+		t.Helper()
 		calls := fakeMvn(t, "a-1.0.jar")
 		if _, err := j.Fetch(ctx, logf); err != nil {
 			t.Fatal(err)
 		}
-		if n := runs(t, calls); n != 0 {
+		return runs(t, calls)
+	}
+	t.Run("cached: no mvn", func(t *testing.T) {
+		if n := fetch(t, j); n != 0 {
 			t.Fatalf("mvn ran %d times on a cached set", n)
 		}
 	})
 	t.Run("another pom fetches again", func(t *testing.T) {
-		calls := fakeMvn(t, "a-1.0.jar")
 		j2 := j
 		j2.POM = []byte("<project>2</project>")
-		if _, err := j2.Fetch(ctx, logf); err != nil {
-			t.Fatal(err)
-		}
-		if n := runs(t, calls); n != 1 {
+		if n := fetch(t, j2); n != 1 {
 			t.Fatalf("mvn ran %d times for a changed pom, want 1", n)
 		}
 		if _, err := os.Stat(filepath.Join(libs, "b.jar")); !os.IsNotExist(err) {
@@ -159,11 +161,7 @@ func TestFetch(t *testing.T) {
 			t.Fatalf("Fetch = %v, want mvn left no a-1.0.jar", err)
 		}
 		// No marker: the next run fetches again.
-		calls := fakeMvn(t, "a-1.0.jar")
-		if _, err := j3.Fetch(ctx, logf); err != nil {
-			t.Fatal(err)
-		}
-		if n := runs(t, calls); n != 1 {
+		if n := fetch(t, j3); n != 1 {
 			t.Fatalf("mvn ran %d times after a failed fetch, want 1", n)
 		}
 	})

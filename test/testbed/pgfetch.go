@@ -119,7 +119,7 @@ func hasServerBinaries(dir string) bool {
 
 // fetchPG fetches the pinned build of major from src into
 // ${XDG_CACHE_HOME:-$HOME/.cache}/walrelay/postgres-VERSION-SRC the first
-// time and returns its bin directory. Like kafkaJars: a marker written last
+// time and returns its bin directory. Like jvm.Jars: a marker written last
 // makes an interrupted fetch be redone, a lock keeps two processes from
 // fetching at once.
 func fetchPG(ctx context.Context, major string, src pgSource, logf func(string, ...any)) (string, error) {
