@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,14 +162,42 @@ func groupAndSession(t *testing.T, pid int) (int, int) {
 	}
 }
 
-// TestDeathSignal starts this test binary as a starter (helperStarter) that
-// starts sleep and dies: sleep must die with it.
-func TestDeathSignal(t *testing.T) {
-	if os.Getenv("PROC_TEST_STARTER") != "" {
-		return
+// TestMain runs this test binary as TestDeathSignal's starter when
+// PROC_TEST_STARTER names a pid file.
+func TestMain(m *testing.M) {
+	if pidFile := os.Getenv("PROC_TEST_STARTER"); pidFile != "" {
+		os.Exit(starter(pidFile))
 	}
+	os.Exit(m.Run())
+}
+
+// starter starts sleep, writes its pid once it runs sleep and exits without
+// stopping it.
+func starter(pidFile string) int {
+	p, err := Start(Options{Path: "/bin/sleep", Args: []string{"600"}, Log: os.DevNull})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for deadline := time.Now().Add(time.Minute); !Alive(p.Pid(), "600"); {
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "sleep did not start")
+			return 1
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := WriteFileAtomic(pidFile, []byte(itoa(p.Pid())+"\n"), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// TestDeathSignal starts this test binary as a starter that starts sleep
+// and exits: sleep must die with it.
+func TestDeathSignal(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStarter$")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "PROC_TEST_STARTER="+pidFile)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("starter: %v\n%s", err, out)
@@ -180,23 +209,6 @@ func TestDeathSignal(t *testing.T) {
 	if !WaitGone(pid, "600", time.Minute) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("child %d outlived its starter", pid)
-	}
-}
-
-// TestHelperStarter is the starter of TestDeathSignal: it starts sleep,
-// writes its pid and exits without stopping it.
-func TestHelperStarter(t *testing.T) {
-	pidFile := os.Getenv("PROC_TEST_STARTER")
-	if pidFile == "" {
-		return
-	}
-	p, err := Start(Options{Path: "/bin/sleep", Args: []string{"600"}, Log: os.DevNull})
-	if err != nil {
-		t.Fatal(err)
-	}
-	groupAndSession(t, p.Pid()) // it runs sleep
-	if err := WriteFileAtomic(pidFile, []byte(itoa(p.Pid())+"\n"), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
