@@ -214,7 +214,7 @@ func TestDeathSignal(t *testing.T) {
 
 func TestSample(t *testing.T) {
 	// A shell that spins for a while and then waits.
-	p := start(t, Options{Path: "/bin/sh", Args: []string{"-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo spun; sleep 600`}, Sample: true})
+	p := start(t, Options{Path: "/bin/sh", Args: []string{"-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo spun; exec sleep 600`}, Sample: true})
 	waitLog(t, p, "spun")
 	if cpu := p.CPU(); cpu <= 0 {
 		t.Fatalf("CPU = %v after a busy loop, want > 0", cpu)
