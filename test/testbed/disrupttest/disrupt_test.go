@@ -4,6 +4,7 @@ package disrupttest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"syscall"
@@ -20,7 +21,8 @@ func TestMain(m *testing.M) { os.Exit(testbed.MainDisruptive(m)) }
 func TestStopStartKafka(t *testing.T) {
 	testbed.Disrupt(t)
 	b := testbed.Get(t)
-	const topic = "disrupt.kafka"
+	// N.B. a topic of its own each run: a kept bed keeps the last run's.
+	topic := fmt.Sprintf("disrupt.kafka.%d", time.Now().UnixNano())
 	b.CreateTopic(t, topic, 1)
 	produce(t, b, topic, "before")
 
@@ -121,7 +123,7 @@ func TestAfterDisruption(t *testing.T) {
 	if err := b.QueryRow(t, b.PGURL(), "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("PostgreSQL after the disruptive tests: %d, %v", one, err)
 	}
-	const topic = "disrupt.after"
+	topic := fmt.Sprintf("disrupt.after.%d", time.Now().UnixNano())
 	b.CreateTopic(t, topic, 1)
 	produce(t, b, topic, "up")
 }
