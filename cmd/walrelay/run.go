@@ -127,3 +127,15 @@ func setMemoryLimit(pc pipeline.Config, log *zap.Logger) {
 	debug.SetMemoryLimit(limit)
 	log.Debug("memory limit", zap.Int64("bytes", limit))
 }
+
+// connectFailed reports a failed PostgreSQL connection of a sub-command:
+// exit 2 with the setting to fix when the server refused the login or the
+// database (pipeline.RefusalHint), else 1.
+func connectFailed(stderr io.Writer, err error, connString string) int {
+	if hint, ok := pipeline.RefusalHint(err, connString); ok {
+		fmt.Fprintf(stderr, "walrelay: connect to postgresql: %v: %s\n", err, hint)
+		return exitConfig
+	}
+	fmt.Fprintf(stderr, "walrelay: connect to postgresql: %v\n", err)
+	return exitRuntime
+}
