@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -42,6 +43,10 @@ func runCmd(args []string, stderr io.Writer) int {
 		return exitConfig
 	}
 	defer log.Sync()
+	log.Info("starting", zap.String("version", buildVersion()), zap.String("go", runtime.Version()))
+	for _, w := range c.warnings {
+		log.Warn(w)
+	}
 	if cfg.cpuProfile != "" {
 		stop, err := startProfile(cfg.cpuProfile)
 		if err != nil {
@@ -52,6 +57,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 
 	m := metrics.New()
+	m.SetBuildInfo(buildVersion(), runtime.Version())
 	pc := c.pipeline()
 	pc.Metrics = m
 	relay, err := pipeline.New(pc, log)

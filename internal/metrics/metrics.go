@@ -145,6 +145,15 @@ func (m *Metrics) KafkaError() {
 	}
 }
 
+// SetBuildInfo exports walrelay_build_info{version, goversion} = 1.
+func (m *Metrics) SetBuildInfo(version, goVersion string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "walrelay_build_info", Help: "1, labelled with walrelay's version and the Go version that built it.",
+	}, []string{"version", "goversion"})
+	g.WithLabelValues(version, goVersion).Set(1)
+	m.Registry.MustRegister(g)
+}
+
 // SetState makes state the current one.
 func (m *Metrics) SetState(state string) {
 	if m == nil {

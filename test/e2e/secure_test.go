@@ -294,7 +294,7 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 		},
 		{
 			name: "wrong PostgreSQL password", cause: "postgres", environ: envPW, args: s.kafkaArgs("SCRAM-SHA-512"),
-			dsn:  func(t *testing.T, e *env) string { return s.roleDSN(t, e, s.secrets["wrong PostgreSQL password"]) },
+			dsn:     func(t *testing.T, e *env) string { return s.roleDSN(t, e, s.secrets["wrong PostgreSQL password"]) },
 			want:    regexp.MustCompile(`password authentication failed for user.*SQLSTATE 28P01`),
 			refused: "PostgreSQL refused the password: fix the password in --pg-url (WALRELAY_PG_URL, or the file of --pg-url-file)",
 		},
