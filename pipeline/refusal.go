@@ -35,7 +35,7 @@ func (e *refusedError) Is(target error) bool { return target == replication.ErrS
 func RefusalHint(err error, connString string) (hint string, ok bool) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		where := describeConn(connString)
+		where := where(connString)
 		switch pgErr.Code {
 		case "28P01": // invalid_password
 			return "PostgreSQL refused the password: fix the password in --pg-url (WALRELAY_PG_URL, or the file of --pg-url-file)" + where, true
@@ -53,14 +53,22 @@ func RefusalHint(err error, connString string) (hint string, ok bool) {
 }
 
 // describeConn names where a connection string connects, without its
-// password: " (host H port P, database D, user U)", or "" when it does
-// not parse.
+// password: "host H port P, database D, user U", or "" when it does not
+// parse.
 func describeConn(connString string) string {
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf(" (host %s port %d, database %q, user %q)", cfg.Host, cfg.Port, cfg.Database, cfg.User)
+	return fmt.Sprintf("host %s port %d, database %q, user %q", cfg.Host, cfg.Port, cfg.Database, cfg.User)
+}
+
+// where is describeConn in parentheses with a leading space, or "".
+func where(connString string) string {
+	if d := describeConn(connString); d != "" {
+		return " (" + d + ")"
+	}
+	return ""
 }
 
 // connectFailed reports whether err is a failure to open a PostgreSQL

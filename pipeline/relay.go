@@ -203,8 +203,8 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 			case streamed:
 				r.log.Warn("restarting from the last confirmed position", zap.Error(err), zap.Duration("backoff", wait))
 			case connectFailed(err):
-				r.log.Warn("cannot connect to PostgreSQL, never connected yet: retrying; if it persists check --pg-url (WALRELAY_PG_URL)"+describeConn(r.rc.ConnString),
-					zap.Error(err), zap.Duration("backoff", wait))
+				r.log.Warn("cannot connect to PostgreSQL, never connected yet: retrying; if it persists check --pg-url (WALRELAY_PG_URL)",
+					zap.String("connecting_to", describeConn(r.rc.ConnString)), zap.Error(err), zap.Duration("backoff", wait))
 			default:
 				r.log.Warn("start failed, not streamed yet: retrying", zap.Error(err), zap.Duration("backoff", wait))
 			}

@@ -253,7 +253,8 @@ func unknownFlag(fs *flag.FlagSet, name string) error {
 }
 
 // otherEnv are the WALRELAY_* variables that are no flag of run.
-var otherEnv = []string{envName("kafka-sasl-password"), "WALRELAY_SETUP_ROLE_PASSWORD", envName("print"), envName("role"), envName("rotate-password")}
+// (setup's and health's own flags, the passwords).
+var otherEnv = []string{envName("kafka-sasl-password"), "WALRELAY_SETUP_ROLE_PASSWORD", envName("print"), envName("role"), envName("rotate-password"), envName("url")}
 
 // envWarnings names each WALRELAY_* variable in the environment that is no
 // walrelay setting (and so is ignored), with the closest one that is.

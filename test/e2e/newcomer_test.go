@@ -100,7 +100,7 @@ func TestPostgresUnreachableAtStartRetries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	relay := e.startRelay(t, "--pg-url", "postgres://postgres:hidden-pw@127.0.0.1:1/"+e.Database(t))
-	const want = "cannot connect to PostgreSQL, never connected yet: retrying; if it persists check --pg-url (WALRELAY_PG_URL) (host 127.0.0.1 port 1"
+	const want = `"msg":"cannot connect to PostgreSQL, never connected yet: retrying; if it persists check --pg-url (WALRELAY_PG_URL)","connecting_to":"host 127.0.0.1 port 1, database`
 	harness.WaitFor(t, 30*time.Second, "a log line saying walrelay never connected", func() bool {
 		if relay.Exited() {
 			t.Fatalf("walrelay exited instead of retrying:\n%s", relay.Log())
