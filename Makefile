@@ -4,8 +4,12 @@ GO ?= go
 
 .PHONY: build test chaos cluster explore matrix lint clean
 
+# The version walrelay reports (walrelay version, its start log line,
+# walrelay_build_info); without it, what the Go toolchain stamps.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o bin/walrelay ./cmd/walrelay
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/walrelay ./cmd/walrelay
 
 # One PostgreSQL (this machine's: Debian 12 has 15) and one Kafka for every
 # package (test/cmd/testbed); then the e2e suite on the newest PostgreSQL

@@ -80,7 +80,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 // fails.
 func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message, drained chan<- struct{},
 	dec *decode.Decoder, roots *replication.Roots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
-	var ignored uint64
+	var ignored, other uint64
 	for {
 		select {
 		case m, ok := <-msgs:
@@ -117,6 +117,10 @@ func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message,
 				if n := dec.Stats.Ignored; n != ignored {
 					r.metrics.Ignored.Add(float64(n - ignored))
 					ignored = n
+				}
+				if n := dec.Stats.OtherTables; n != other {
+					r.metrics.OtherTables.Add(float64(n - other))
+					other = n
 				}
 			}
 		case <-snk.Failed():

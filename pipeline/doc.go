@@ -9,5 +9,7 @@
 // client is discarded with whatever it still holds, and the next attempt
 // restarts from the slot's confirmed position with a new stream, decoder,
 // sink and tracker; only a permanent error (setup, slot lost, a poison
-// event with --on-poison halt) ends Run.
+// event with --on-poison halt) ends Run. A login PostgreSQL or Kafka
+// refuses (RefusalHint) is a setup error until an attempt has streamed,
+// and retried after.
 package pipeline

@@ -152,6 +152,7 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 	const minBackoff, maxBackoff = 500 * time.Millisecond, 30 * time.Second
 	backoff := minBackoff
 	var waiting error // the sentinel of the wait being logged, if any
+	streamed := false // an attempt held the slot: credentials worked once
 	r.beat.Store(time.Now().UnixNano())
 	defer r.metrics.SetState(metrics.StateStopping)
 	for {
@@ -163,6 +164,14 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 		}
 		if permanent(err) {
 			return err
+		}
+		if p := r.current.Load(); p != nil && p.stream.Streamed() {
+			streamed = true
+		}
+		// N.B. a login refused before walrelay ever streamed is a
+		// configuration mistake (RefusalHint); after, it is retried.
+		if hint, ok := RefusalHint(err, r.rc.ConnString); ok && !streamed {
+			return &refusedError{err: err, hint: hint}
 		}
 		select {
 		case <-stop:
@@ -190,7 +199,15 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 		} else {
 			waiting = nil
 			r.metrics.SetState(metrics.StateRestarting)
-			r.log.Warn("restarting from the last confirmed position", zap.Error(err), zap.Duration("backoff", wait))
+			switch {
+			case streamed:
+				r.log.Warn("restarting from the last confirmed position", zap.Error(err), zap.Duration("backoff", wait))
+			case connectFailed(err):
+				r.log.Warn("cannot connect to PostgreSQL, never connected yet: retrying; if it persists check --pg-url (WALRELAY_PG_URL)",
+					zap.String("connecting_to", describeConn(r.rc.ConnString)), zap.Error(err), zap.Duration("backoff", wait))
+			default:
+				r.log.Warn("start failed, not streamed yet: retrying", zap.Error(err), zap.Duration("backoff", wait))
+			}
 			backoff = min(backoff*2, maxBackoff)
 		}
 		select {

@@ -196,6 +196,9 @@ type Check struct {
 	Name string
 	Err  error  // nil: passed
 	Note string // what passing means, e.g. "will be created at start"
+	// Warnings are what passes but should be fixed, each with its fix
+	// (Prepare logs them).
+	Warnings []string
 }
 
 // Preflight runs every check of Prepare without creating anything.
@@ -207,8 +210,9 @@ func Preflight(ctx context.Context, cfg Config, log *zap.Logger) []Check {
 	defer p.conn.Close(context.WithoutCancel(ctx))
 	checks := []Check{{Name: "connect to PostgreSQL", Note: fmt.Sprintf("database %q as role %q", p.db, p.user)}}
 	for _, step := range p.steps() {
+		p.warnings = nil
 		note, err := step.run(ctx)
-		checks = append(checks, Check{Name: step.name, Err: err, Note: note})
+		checks = append(checks, Check{Name: step.name, Err: err, Note: note, Warnings: p.warnings})
 	}
 	return checks
 }
@@ -221,6 +225,7 @@ type prep struct {
 	dryRun   bool
 	db, user string
 	st       SlotState
+	warnings []string // the current step's (Check.Warnings)
 }
 
 type step struct {
@@ -249,9 +254,7 @@ func (p *prep) steps() []step {
 		{"role may replicate", p.role},
 		{"status interval fits wal_sender_timeout", p.senderTimeout},
 		{"outbox tables exist", p.tables},
-		{"publication", func(ctx context.Context) (string, error) {
-			return preparePublication(ctx, p.conn, p.cfg, p.log, p.dryRun)
-		}},
+		{"publication", p.publication},
 		{"replication slot", p.slot},
 	}
 }
@@ -367,6 +370,110 @@ func (p *prep) tables(ctx context.Context) (string, error) {
 		return "", errors.Join(errs...)
 	}
 	return strings.Join(p.cfg.Tables, ", "), nil
+}
+
+func (p *prep) publication(ctx context.Context) (string, error) {
+	if !p.dryRun {
+		// N.B. the same check as the dry run, so that run refuses with
+		// the fix rather than with PostgreSQL's "permission denied".
+		if err := p.mayCreatePublication(ctx); err != nil {
+			return "", err
+		}
+	}
+	note, err := preparePublication(ctx, p.conn, p.cfg, p.log, p.dryRun)
+	if err != nil {
+		return "", err
+	}
+	if p.dryRun {
+		if err := p.mayCreatePublication(ctx); err != nil {
+			return "", err
+		}
+	}
+	warnings, err := publicationWarnings(ctx, p.conn, p.cfg)
+	if err != nil {
+		return "", err
+	}
+	for _, w := range warnings {
+		if !p.dryRun {
+			p.log.Warn(w, zap.String("publication", p.cfg.Publication))
+		}
+	}
+	p.warnings = append(p.warnings, warnings...)
+	return note, nil
+}
+
+// mayCreatePublication refuses, with the fix, a missing publication that
+// --create would create but the role may not: CREATE PUBLICATION needs the
+// CREATE privilege on the database and ownership of every table it lists
+// (a superuser has both).
+func (p *prep) mayCreatePublication(ctx context.Context) error {
+	if !p.cfg.Create {
+		return nil
+	}
+	var exists, mayCreate bool
+	var notOwned []string
+	err := p.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
+			has_database_privilege(current_database(), 'CREATE'),
+			ARRAY(SELECT c.oid::regclass::text FROM unnest($2::text[]) t JOIN pg_class c ON c.oid = to_regclass(t)
+				WHERE NOT pg_has_role(c.relowner, 'USAGE') ORDER BY 1)`,
+		p.cfg.Publication, quoteTables(p.cfg.Tables)).Scan(&exists, &mayCreate, &notOwned)
+	if err != nil {
+		return fmt.Errorf("read the role's privileges: %w", err)
+	}
+	if exists || mayCreate && len(notOwned) == 0 {
+		return nil
+	}
+	var lacks []string
+	if !mayCreate {
+		lacks = append(lacks, fmt.Sprintf("the CREATE privilege on database %q", p.db))
+	}
+	if len(notOwned) > 0 {
+		lacks = append(lacks, "ownership of "+strings.Join(notOwned, ", "))
+	}
+	return setupErrorf("role %q may not create publication %q (--create): it lacks %s: have the table owner or a superuser run %s; (`walrelay setup --print` shows every statement), then start with --create=false",
+		p.user, p.cfg.Publication, strings.Join(lacks, " and "), CreatePublicationSQL(p.cfg.Publication, p.cfg.Tables))
+}
+
+// publicationWarnings are what an existing publication does that walrelay
+// does not need and that costs its database: publishing every table, or
+// changes other than inserts.
+//
+// N.B. a warning, not a refusal: walrelay relays such a publication
+// correctly (it drops what is not an outbox insert), but PostgreSQL decodes
+// and sends all of it, and an UPDATE or DELETE of a published table without
+// a replica identity fails in the application ("cannot update table ...
+// because it does not have a replica identity and publishes updates").
+func publicationWarnings(ctx context.Context, conn *pgx.Conn, cfg Config) ([]string, error) {
+	var allTables, update, del, truncate bool
+	err := conn.QueryRow(ctx, `SELECT puballtables, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1`,
+		cfg.Publication).Scan(&allTables, &update, &del, &truncate)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil // missing: created as walrelay needs it
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up publication: %w", err)
+	}
+	pub := pgx.Identifier{cfg.Publication}.Sanitize()
+	var out []string
+	if allTables {
+		out = append(out, fmt.Sprintf("publication %q is FOR ALL TABLES: PostgreSQL decodes and sends every table's changes, which walrelay drops (walrelay_changes_other_tables_total counts them), and UPDATE or DELETE on any table without a replica identity fails while it publishes them: replace it with a publication of the outbox alone, in one transaction: BEGIN; DROP PUBLICATION %s; %s; COMMIT;",
+			cfg.Publication, pub, CreatePublicationSQL(cfg.Publication, cfg.Tables)))
+	}
+	var ops []string
+	for _, o := range []struct {
+		on   bool
+		name string
+	}{{update, "update"}, {del, "delete"}, {truncate, "truncate"}} {
+		if o.on {
+			ops = append(ops, o.name)
+		}
+	}
+	// N.B. the FOR ALL TABLES fix makes an insert-only publication too.
+	if len(ops) > 0 && !allTables {
+		out = append(out, fmt.Sprintf("publication %q publishes %s besides insert: walrelay relays inserts only, PostgreSQL decodes and sends the rest for nothing, and UPDATE or DELETE of a published table without a replica identity fails: run ALTER PUBLICATION %s SET (publish = 'insert');",
+			cfg.Publication, strings.Join(ops, ", "), pub))
+	}
+	return out, nil
 }
 
 func (p *prep) slot(ctx context.Context) (string, error) {
@@ -597,6 +704,14 @@ func splitTable(t string) (schema, table string) {
 		return "public", t
 	}
 	return s, n
+}
+
+func quoteTables(tables []string) []string {
+	out := make([]string, len(tables))
+	for i, t := range tables {
+		out[i] = quoteTable(t)
+	}
+	return out
 }
 
 func quoteTable(t string) string {

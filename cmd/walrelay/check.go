@@ -23,10 +23,24 @@ type checkResult struct {
 	skipped string // the failed check this one depends on
 }
 
-// The preflight checks "outbox columns" depends on (replication.Preflight's
-// names): it reads the tables' columns, which says nothing when it cannot
-// connect or a table is missing.
-var columnsNeed = []string{"connect to PostgreSQL", "outbox tables exist"}
+// needs names, for each check, the checks it depends on
+// (replication.Preflight's names): "outbox columns" reads the tables'
+// columns and "publication" checks that it lists them, which says nothing
+// (or advises adding a table that does not exist) when a table is missing.
+var needs = map[string][]string{
+	"outbox columns": {"connect to PostgreSQL", "outbox tables exist"},
+	"publication":    {"outbox tables exist"},
+}
+
+// skippedFor returns the first failed check that name depends on, or "".
+func skippedFor(name string, failed map[string]bool) string {
+	for _, need := range needs[name] {
+		if failed[need] {
+			return need
+		}
+	}
+	return ""
+}
 
 // checkCmd runs every preflight check against PostgreSQL and Kafka without
 // streaming or creating anything, and prints one line per check. A check
@@ -42,27 +56,31 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	var results []checkResult
 	failed := map[string]bool{}
 	for _, ch := range replication.Preflight(ctx, rc, zap.NewNop()) {
-		results = append(results, checkResult{Check: ch})
-		if ch.Err != nil {
+		if hint, ok := pipeline.RefusalHint(ch.Err, rc.ConnString); ok {
+			ch.Err = fmt.Errorf("%w: %s", ch.Err, hint)
+		}
+		r := checkResult{Check: ch, skipped: skippedFor(ch.Name, failed)}
+		if r.skipped != "" {
+			r.Check = replication.Check{Name: ch.Name}
+		}
+		results = append(results, r)
+		if ch.Err != nil || r.skipped != "" {
 			failed[ch.Name] = true
 		}
 	}
-	columns := checkResult{Check: replication.Check{Name: "outbox columns"}}
-	for _, need := range columnsNeed {
-		if failed[need] {
-			columns.skipped = need
-			break
-		}
-	}
+	columns := checkResult{Check: replication.Check{Name: "outbox columns"}, skipped: skippedFor("outbox columns", failed)}
 	if columns.skipped == "" {
 		columns.Err = pipeline.CheckColumns(ctx, rc.ConnString, rc.Publication, dc)
 		columns.Note = "every mapped and template column exists, has a type its flag takes and is sent by pgoutput"
 	}
 	results = append(results, columns)
 	for _, ch := range checkKafka(ctx, cfg, sc.Opts) {
+		if hint, ok := pipeline.RefusalHint(ch.Err, rc.ConnString); ok {
+			ch.Err = fmt.Errorf("%w: %s", ch.Err, hint)
+		}
 		results = append(results, checkResult{Check: ch})
 	}
-	nFailed, nSkipped := 0, 0
+	nFailed, nSkipped, nWarned := 0, 0, 0
 	for _, r := range results {
 		switch {
 		case r.skipped != "":
@@ -76,16 +94,23 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		default:
 			fmt.Fprintf(stdout, "PASS  %s\n", r.Name)
 		}
+		for _, w := range r.Warnings {
+			nWarned++
+			fmt.Fprintf(stdout, "WARN  %s: %s\n", r.Name, w)
+		}
 	}
-	skipped := ""
+	extra := ""
 	if nSkipped > 0 {
-		skipped = fmt.Sprintf(", %d skipped", nSkipped)
+		extra = fmt.Sprintf(", %d skipped", nSkipped)
+	}
+	if nWarned > 0 {
+		extra += fmt.Sprintf(", %d warning(s): see the WARN lines", nWarned)
 	}
 	if nFailed > 0 {
-		fmt.Fprintf(stdout, "%d of %d checks failed%s\n", nFailed, len(results), skipped)
+		fmt.Fprintf(stdout, "%d of %d checks failed%s\n", nFailed, len(results), extra)
 		return exitConfig
 	}
-	fmt.Fprintf(stdout, "all %d checks passed\n", len(results))
+	fmt.Fprintf(stdout, "all %d checks passed%s\n", len(results), extra)
 	return exitOK
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,32 +76,32 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.publication, "publication", "walrelay", "publication to stream")
 	fs.StringVar(&cfg.slot, "slot", "walrelay", "logical replication slot (pgoutput)")
 	fs.StringVar(&cfg.tables, "table", "public.outbox", "outbox table, schema-qualified; a comma list makes every listed table an outbox")
-	fs.BoolVar(&cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true)) and the slot when missing")
+	boolVar(fs, &cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true)) and the slot when missing")
 	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
-	fs.BoolVar(&cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
+	boolVar(fs, &cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
 	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 6, "partitions of created topics")
 	fs.IntVar(&cfg.topicRF, "topic-replication-factor", -1, "replication factor of created topics (-1: the broker's default)")
 	fs.StringVar(&cfg.idColumn, "id-column", "id", "column holding the event id (header \"id\")")
 	fs.StringVar(&cfg.keyColumn, "key-column", "aggregateid", "column holding the record key")
 	fs.StringVar(&cfg.payloadColumn, "payload-column", "payload", "column holding the record value")
 	fs.StringVar(&cfg.headerColumns, "header-columns", "", "extra headers as column:header pairs, comma-separated (e.g. type:eventType)")
-	fs.DurationVar(&cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL: 100ms or more, below half of the server's wal_sender_timeout (0 is refused)")
-	fs.DurationVar(&cfg.readWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency; 0: read at once)")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements (more than 0; a second signal stops at once)")
-	fs.IntVar(&cfg.pgMaxMessage, "pg-max-message-bytes", replication.DefaultMaxMessageBytes, "largest replication message accepted from PostgreSQL, i.e. one outbox row with all its columns; a larger row stops walrelay (exit 2) before it is read, and receiving one costs about twice its size in memory")
-	fs.IntVar(&cfg.maxInflight, "max-inflight-bytes", 64<<20, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
+	durationVar(fs, &cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL: 100ms or more, below half of the server's wal_sender_timeout (0 is refused)")
+	durationVar(fs, &cfg.readWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency; 0: read at once)")
+	durationVar(fs, &cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements (more than 0; a second signal stops at once)")
+	sizeVar(fs, &cfg.pgMaxMessage, "pg-max-message-bytes", replication.DefaultMaxMessageBytes, "largest replication message accepted from PostgreSQL, i.e. one outbox row with all its columns; a larger row stops walrelay (exit 2) before it is read, and receiving one costs about twice its size in memory")
+	sizeVar(fs, &cfg.maxInflight, "max-inflight-bytes", 64<<20, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
 	fs.StringVar(&cfg.compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
-	fs.DurationVar(&cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may wait for Kafka's acknowledgement after it is handed to the client, retries included, before it fails and streaming restarts from the last confirmed position; a transaction may take longer")
-	fs.IntVar(&cfg.maxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes (a topic whose max.message.bytes is smaller gets batches of that size)")
-	fs.DurationVar(&cfg.linger, "kafka-linger", 0, "how long a partition waits for more records before sending")
+	durationVar(fs, &cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may wait for Kafka's acknowledgement after it is handed to the client, retries included, before it fails and streaming restarts from the last confirmed position; a transaction may take longer")
+	sizeVar(fs, &cfg.maxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes (a topic whose max.message.bytes is smaller gets batches of that size)")
+	durationVar(fs, &cfg.linger, "kafka-linger", 0, "how long a partition waits for more records before sending")
 	fs.StringVar(&cfg.onPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
 	fs.StringVar(&cfg.dlqTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
 	fs.StringVar(&cfg.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
-	fs.BoolVar(&cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
-	fs.Int64Var(&cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
-	fs.BoolVar(&cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
-	fs.BoolVar(&cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
+	boolVar(fs, &cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
+	size64Var(fs, &cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
+	boolVar(fs, &cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
+	boolVar(fs, &cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
 	fs.StringVar(&cfg.kafka.caFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
 	fs.StringVar(&cfg.kafka.certFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
 	fs.StringVar(&cfg.kafka.keyFile, "kafka-tls-key-file", "", "PEM private key of the client certificate")
@@ -117,18 +118,71 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	return fs
 }
 
+// listedFlags names the run flags each sub-command other than run uses,
+// which its help lists (with the command's own flags). Each takes every
+// flag of run and its WALRELAY_* variable too, ignoring those it does not
+// use, so that one command line or environment serves every command.
+var listedFlags = map[string][]string{
+	"check": {"pg-url", "pg-url-file", "publication", "slot", "table", "create", "status-interval",
+		"id-column", "key-column", "payload-column", "header-columns", "topic", "brokers", "create-topics", "on-poison", "dlq-topic",
+		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-tls-server-name",
+		"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file"},
+	"status": {"pg-url", "pg-url-file", "slot", "publication"},
+	"setup":  {"pg-url", "pg-url-file", "publication", "slot", "table"},
+}
+
+// runFlagNames are the names of run's flags.
+func runFlagNames() []string {
+	var names []string
+	newFlagSet("run", &config{}).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// printUsage prints fs's help: for a command of listedFlags the flags it
+// uses and its own.
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: walrelay %s [flags]\n\nEvery flag can also be set through its environment variable, e.g. --pg-url as %s.\n'walrelay help' lists the other commands.\n", fs.Name(), envName("pg-url"))
+	shown := fs
+	if listed, ok := listedFlags[fs.Name()]; ok {
+		fmt.Fprintf(w, "%s also takes the other flags of run (see 'walrelay run -h') and ignores them, so that run's command line and environment serve it as they are.\n", fs.Name())
+		run := runFlagNames()
+		shown = flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		fs.VisitAll(func(f *flag.Flag) {
+			if slices.Contains(listed, f.Name) || !slices.Contains(run, f.Name) {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	printDefaults(shown, w)
+}
+
 // parseFlags parses args, then fills every flag not given on the command
-// line from its WALRELAY_* environment variable.
+// line from its WALRELAY_* environment variable. -h prints the help to
+// stderr and returns flag.ErrHelp.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: walrelay %s [flags]\n\nEvery flag can also be set through its environment variable, e.g. --pg-url as %s.\n'walrelay help' lists the other commands.\n\nFlags:\n", fs.Name(), envName("pg-url"))
-		fs.PrintDefaults()
+	// N.B. the flag package prints its error and the whole usage on any
+	// mistake; walrelay prints one line that says what to do instead.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := checkArgs(fs, args); err != nil {
+		return err
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stderr)
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
+		if i := len(args) - fs.NArg(); i > 0 {
+			if f := argFlag(fs, args[i-1]); f != nil && isSwitch(f) && !strings.Contains(args[i-1], "=") {
+				if _, err := strconv.ParseBool(fs.Arg(0)); err == nil {
+					return fmt.Errorf("unexpected argument %q after %s: a switch takes its value after '=': --%s=%s", fs.Arg(0), args[i-1], f.Name, fs.Arg(0))
+				}
+			}
+		}
 		return fmt.Errorf("unexpected argument %q: flags start with --", fs.Arg(0))
 	}
 	given := map[string]bool{}
@@ -148,6 +202,84 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// argFlag is the flag of fs that argument a ("-name", "--name" or
+// "--name=value") names, or nil.
+func argFlag(fs *flag.FlagSet, a string) *flag.Flag {
+	if len(a) < 2 || a[0] != '-' {
+		return nil
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+	return fs.Lookup(name)
+}
+
+func isSwitch(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// checkArgs walks the flags of args as fs.Parse will and reports the first
+// one fs does not have, with the closest one it has.
+func checkArgs(fs *flag.FlagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			return nil
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		if name == "h" || name == "help" || name == "" || name[0] == '-' || name[0] == '=' {
+			return nil // fs.Parse handles these
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			return unknownFlag(fs, name)
+		}
+		if !isSwitch(f) && !hasValue {
+			i++ // the flag's value
+		}
+	}
+	return nil
+}
+
+func unknownFlag(fs *flag.FlagSet, name string) error {
+	help := fmt.Sprintf("'walrelay %s -h' lists its flags", fs.Name())
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if s := suggest(name, names); s != "" {
+		return fmt.Errorf("unknown flag --%s: did you mean --%s? (%s)", name, s, help)
+	}
+	return fmt.Errorf("unknown flag --%s (%s)", name, help)
+}
+
+// otherEnv are the WALRELAY_* variables that are no flag of run.
+// (setup's and health's own flags, the passwords).
+var otherEnv = []string{envName("kafka-sasl-password"), "WALRELAY_SETUP_ROLE_PASSWORD", envName("print"), envName("role"), envName("rotate-password"), envName("url")}
+
+// envWarnings names each WALRELAY_* variable in the environment that is no
+// walrelay setting (and so is ignored), with the closest one that is.
+//
+// N.B. WALRELAY_TEST_* are the test suite's (test/testbed), never walrelay's.
+func envWarnings() []string {
+	var known []string
+	for _, n := range runFlagNames() {
+		known = append(known, envName(n))
+	}
+	known = append(known, otherEnv...)
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) || strings.HasPrefix(name, envPrefix+"TEST_") || slices.Contains(known, name) {
+			continue
+		}
+		w := name + " is set but is no walrelay setting: ignored"
+		if s := suggest(name, known); s != "" {
+			w += "; did you mean " + s + "?"
+		}
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func splitList(s string) []string {
@@ -287,6 +419,9 @@ type command struct {
 	// invalid holds the configuration mistakes when parseCommand was asked
 	// to tolerate them (setup --print needs no server).
 	invalid error
+	// warnings are about the environment (envWarnings); run logs them,
+	// the other commands have printed them.
+	warnings []string
 }
 
 // parseCommand parses the flags of sub-command name, with extra adding the
@@ -294,16 +429,26 @@ type command struct {
 // exit code >= 0 when the command must stop: help asked for (0) or a
 // mistake (2, printed to stderr).
 func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet), tolerate func() bool) (*command, int) {
-	c := &command{}
+	c := &command{warnings: envWarnings()}
 	fs := newFlagSet(name, &c.cfg)
 	if extra != nil {
 		extra(fs)
+	}
+	// N.B. the warnings first when walrelay stops at a mistake: a
+	// misspelt variable is often the mistake.
+	printWarnings := func() {
+		for _, w := range c.warnings {
+			fmt.Fprintf(stderr, "walrelay: warning: %s\n", w)
+		}
 	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, exitOK
 		}
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		printWarnings()
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "walrelay: %s\n", line)
+		}
 		return nil, exitConfig
 	}
 	var err error
@@ -313,8 +458,12 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 			c.invalid = err
 			return c, -1
 		}
+		printWarnings()
 		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
 		return nil, exitConfig
+	}
+	if name != "run" {
+		printWarnings()
 	}
 	return c, -1
 }

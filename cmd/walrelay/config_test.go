@@ -51,7 +51,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"version"}, exitOK, "walrelay"},
 		{[]string{"frobnicate"}, exitConfig, `unknown command "frobnicate"`},
-		{[]string{"run", "--nope"}, exitConfig, "flag provided but not defined"},
+		{[]string{"run", "--nope"}, exitConfig, "unknown flag --nope"},
 		{[]string{"run", "--slot", "x"}, exitConfig, "set --pg-url or WALRELAY_PG_URL"},
 		{[]string{"run", "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--pg-url", "postgres://h/db"}, exitConfig, "needs --kafka-sasl-username and a password"},
 		{[]string{"run", "--kafka-tls-cert-file", "/nonexistent", "--pg-url", "postgres://h/db"}, exitConfig, "go together"},

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -14,13 +16,31 @@ import (
 // health checks in images without a shell.
 func healthCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", "http://127.0.0.1:8080/readyz", "endpoint to probe")
-	if err := fs.Parse(args); err != nil {
+	url := fs.String("url", "http://127.0.0.1:8080/readyz", "endpoint to probe (default: /readyz on "+envName("http-addr")+"'s port when it is set)")
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitConfig
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "url" })
+	// N.B. the address run serves on, from the same variable, so that a
+	// container's health check follows WALRELAY_HTTP_ADDR.
+	if addr, ok := os.LookupEnv(envName("http-addr")); ok && !given {
+		host, port, err := net.SplitHostPort(addr)
+		switch {
+		case addr == "":
+			fmt.Fprintf(stderr, "walrelay health: %s is empty, so walrelay serves no endpoint to probe: set it, or pass --url\n", envName("http-addr"))
+			return exitConfig
+		case err != nil:
+			fmt.Fprintf(stderr, "walrelay health: %s=%q: want host:port or :port: %v\n", envName("http-addr"), addr, err)
+			return exitConfig
+		case host == "" || host == "0.0.0.0" || host == "::":
+			host = "127.0.0.1"
+		}
+		*url = "http://" + net.JoinHostPort(host, port) + "/readyz"
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	resp, err := client.Get(*url)

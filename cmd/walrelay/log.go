@@ -24,6 +24,9 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	ec := zap.NewProductionEncoderConfig()
 	ec.TimeKey = "ts"
 	ec.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	// N.B. durations as Go writes them ("30s", "1m0s"), never as a bare
+	// number whose unit a reader must guess.
+	ec.EncodeDuration = zapcore.StringDurationEncoder
 	var enc zapcore.Encoder
 	if format == "console" {
 		ec.EncodeLevel = zapcore.CapitalLevelEncoder

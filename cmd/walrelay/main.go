@@ -40,6 +40,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			// N.B. the top-level help lists the sub-commands; `walrelay run
 			// -h` lists run's flags.
 			return helpCmd(nil, stdout, stderr)
+		case a == "--version" || a == "-version":
+			return versionCmd(nil, stdout, stderr)
 		case len(a) > 0 && a[0] != '-':
 			cmd, args = a, args[1:]
 		}

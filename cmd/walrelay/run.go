@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -42,6 +43,10 @@ func runCmd(args []string, stderr io.Writer) int {
 		return exitConfig
 	}
 	defer log.Sync()
+	log.Info("starting", zap.String("version", buildVersion()), zap.String("go", runtime.Version()))
+	for _, w := range c.warnings {
+		log.Warn(w)
+	}
 	if cfg.cpuProfile != "" {
 		stop, err := startProfile(cfg.cpuProfile)
 		if err != nil {
@@ -52,6 +57,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 
 	m := metrics.New()
+	m.SetBuildInfo(buildVersion(), runtime.Version())
 	pc := c.pipeline()
 	pc.Metrics = m
 	relay, err := pipeline.New(pc, log)
@@ -126,4 +132,16 @@ func setMemoryLimit(pc pipeline.Config, log *zap.Logger) {
 	limit := pc.MemoryLimit()
 	debug.SetMemoryLimit(limit)
 	log.Debug("memory limit", zap.Int64("bytes", limit))
+}
+
+// connectFailed reports a failed PostgreSQL connection of a sub-command:
+// exit 2 with the setting to fix when the server refused the login or the
+// database (pipeline.RefusalHint), else 1.
+func connectFailed(stderr io.Writer, err error, connString string) int {
+	if hint, ok := pipeline.RefusalHint(err, connString); ok {
+		fmt.Fprintf(stderr, "walrelay: connect to postgresql: %v: %s\n", err, hint)
+		return exitConfig
+	}
+	fmt.Fprintf(stderr, "walrelay: connect to postgresql: %v\n", err)
+	return exitRuntime
 }

@@ -20,9 +20,11 @@ import (
 func setupCmd(args []string, stdout, stderr io.Writer) int {
 	var print *bool
 	var role *string
+	var rotate *bool
 	c, code := parseCommand("setup", args, stderr, func(fs *flag.FlagSet) {
 		print = fs.Bool("print", false, "print the SQL instead of running it")
 		role = fs.String("role", "walrelay", "least-privilege role to create for walrelay (empty: none); its password comes from WALRELAY_SETUP_ROLE_PASSWORD")
+		rotate = fs.Bool("rotate-password", false, "when the role exists, set its password to WALRELAY_SETUP_ROLE_PASSWORD (without it an existing role keeps its password)")
 	}, func() bool { return *print })
 	if code >= 0 {
 		return code
@@ -39,7 +41,12 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		quoted[i] = pgx.Identifier{s, n}.Sanitize()
 	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
-	type stmt struct{ sql, exists string }
+	type stmt struct {
+		sql, exists string
+		// ifExists runs instead when exists finds the object; "" when
+		// nothing is to be done then. existsNote is printed after it.
+		ifExists, existsNote string
+	}
 	var stmts []stmt
 	if *role != "" {
 		r := pgx.Identifier{*role}.Sanitize()
@@ -47,8 +54,14 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		if password != "" && !*print {
 			pw = "'" + strings.ReplaceAll(password, "'", "''") + "'"
 		}
-		stmts = append(stmts, stmt{fmt.Sprintf("CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD %s", r, pw),
-			fmt.Sprintf("SELECT 1 FROM pg_roles WHERE rolname = '%s'", strings.ReplaceAll(*role, "'", "''"))})
+		create := stmt{sql: fmt.Sprintf("CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD %s", r, pw),
+			exists:     fmt.Sprintf("SELECT 1 FROM pg_roles WHERE rolname = '%s'", strings.ReplaceAll(*role, "'", "''")),
+			existsNote: fmt.Sprintf("role %s exists: its password was NOT changed (pass --rotate-password to set it to WALRELAY_SETUP_ROLE_PASSWORD)", r)}
+		if *rotate {
+			create.ifExists = fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", r, pw)
+			create.existsNote = ""
+		}
+		stmts = append(stmts, create)
 		schemas := map[string]bool{}
 		for _, t := range tables {
 			s, _, _ := decode.SplitTable(t)
@@ -60,10 +73,10 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		stmts = append(stmts, stmt{sql: fmt.Sprintf("GRANT SELECT ON %s TO %s", strings.Join(quoted, ", "), r)})
 	}
 	stmts = append(stmts,
-		stmt{replication.CreatePublicationSQL(cfg.publication, tables),
-			fmt.Sprintf("SELECT 1 FROM pg_publication WHERE pubname = '%s'", cfg.publication)},
-		stmt{fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot),
-			fmt.Sprintf("SELECT 1 FROM pg_replication_slots WHERE slot_name = '%s'", cfg.slot)},
+		stmt{sql: replication.CreatePublicationSQL(cfg.publication, tables),
+			exists: fmt.Sprintf("SELECT 1 FROM pg_publication WHERE pubname = '%s'", cfg.publication)},
+		stmt{sql: fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot),
+			exists: fmt.Sprintf("SELECT 1 FROM pg_replication_slots WHERE slot_name = '%s'", cfg.slot)},
 	)
 	hba := func(db string) string {
 		user := *role
@@ -91,8 +104,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rc.ConnString)
 	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: connect to postgresql: %v\n", err)
-		return exitRuntime
+		return connectFailed(stderr, err, rc.ConnString)
 	}
 	defer conn.Close(context.Background())
 	var db string
@@ -104,8 +116,15 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		if s.exists != "" {
 			var one int
 			if err := conn.QueryRow(ctx, s.exists).Scan(&one); err == nil {
-				fmt.Fprintf(stdout, "exists: %s\n", redactPassword(s.sql))
-				continue
+				if s.ifExists == "" {
+					note := s.existsNote
+					if note == "" {
+						note = redactPassword(s.sql)
+					}
+					fmt.Fprintf(stdout, "exists: %s\n", note)
+					continue
+				}
+				s.sql = s.ifExists
 			}
 		}
 		if _, err := conn.Exec(ctx, s.sql); err != nil {

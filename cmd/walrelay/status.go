@@ -24,8 +24,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rc.ConnString)
 	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: connect to postgresql: %v\n", err)
-		return exitRuntime
+		return connectFailed(stderr, err, rc.ConnString)
 	}
 	defer conn.Close(context.Background())
 	st, err := replication.QuerySlot(ctx, conn, rc.Slot)

@@ -30,6 +30,7 @@ type Metrics struct {
 	publishedByTopic sync.Map // topic → prometheus.Counter
 	DeadLettered     *prometheus.CounterVec
 	Ignored          prometheus.Counter
+	OtherTables      prometheus.Counter
 	Transactions     prometheus.Counter
 	ProduceFailures  prometheus.Counter
 	KafkaErrors      prometheus.Counter
@@ -57,6 +58,9 @@ func New() *Metrics {
 		}, []string{"reason"}),
 		Ignored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_changes_ignored_total", Help: "Updates, deletes and truncates of outbox tables, which are never published.",
+		}),
+		OtherTables: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_changes_other_tables_total", Help: "Changes of tables that are not outboxes, decoded and dropped: above 0, the publication sends more than the outbox (FOR ALL TABLES, or other tables listed).",
 		}),
 		Transactions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_transactions_total", Help: "Committed transactions decoded.",
@@ -88,7 +92,7 @@ func New() *Metrics {
 			Name: "walrelay_state", Help: "1 for the relay's current state.",
 		}, []string{"state"}),
 	}
-	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.Transactions, m.ProduceFailures,
+	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.Transactions, m.ProduceFailures,
 		m.KafkaErrors, m.CommitToAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []string{"postgres", "kafka", "other"} {
@@ -139,6 +143,15 @@ func (m *Metrics) KafkaError() {
 	if m != nil {
 		m.KafkaErrors.Inc()
 	}
+}
+
+// SetBuildInfo exports walrelay_build_info{version, goversion} = 1.
+func (m *Metrics) SetBuildInfo(version, goVersion string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "walrelay_build_info", Help: "1, labelled with walrelay's version and the Go version that built it.",
+	}, []string{"version", "goversion"})
+	g.WithLabelValues(version, goVersion).Set(1)
+	m.Registry.MustRegister(g)
 }
 
 // SetState makes state the current one.

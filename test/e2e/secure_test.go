@@ -250,18 +250,23 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 		environ []string
 		args    []string
 		want    *regexp.Regexp // in walrelay's log
+		// refused: a login refused on the first connection is a
+		// configuration mistake: exit 2 with this hint, no retries.
+		refused string
 	}{
 		{
 			name: "wrong SASL password", cause: "kafka", dsn: rightPG,
 			environ: []string{"WALRELAY_KAFKA_SASL_PASSWORD=" + s.secrets["wrong Kafka SASL password"]},
 			args:    s.kafkaArgs("SCRAM-SHA-512"),
 			want:    regexp.MustCompile(`SASL_AUTHENTICATION_FAILED`),
+			refused: "Kafka refused the SASL login: fix --kafka-sasl-username and the password (WALRELAY_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file)",
 		},
 		{
 			name: "wrong SASL password from file", cause: "kafka", dsn: rightPG,
 			args: append(s.kafkaArgs("PLAIN"), "--kafka-sasl-password-file",
 				writeFile(t, t.TempDir(), "wrong-pw", []byte(s.secrets["wrong Kafka SASL password"]))),
-			want: regexp.MustCompile(`SASL_AUTHENTICATION_FAILED`),
+			want:    regexp.MustCompile(`SASL_AUTHENTICATION_FAILED`),
+			refused: "Kafka refused the SASL login: fix --kafka-sasl-username and the password (WALRELAY_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file)",
 		},
 		{
 			name: "CA that did not sign the broker's certificate", cause: "kafka", dsn: rightPG, environ: envPW,
@@ -289,14 +294,19 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 		},
 		{
 			name: "wrong PostgreSQL password", cause: "postgres", environ: envPW, args: s.kafkaArgs("SCRAM-SHA-512"),
-			dsn:  func(t *testing.T, e *env) string { return s.roleDSN(t, e, s.secrets["wrong PostgreSQL password"]) },
-			want: regexp.MustCompile(`password authentication failed for user`),
+			dsn:     func(t *testing.T, e *env) string { return s.roleDSN(t, e, s.secrets["wrong PostgreSQL password"]) },
+			want:    regexp.MustCompile(`password authentication failed for user.*SQLSTATE 28P01`),
+			refused: "PostgreSQL refused the password: fix the password in --pg-url (WALRELAY_PG_URL, or the file of --pg-url-file)",
 		},
 	}
 	for _, c := range failures {
 		t.Run(c.name, func(t *testing.T) {
 			e := s.newEnv(t)
 			e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(c.dsn(t, e)))
+			if c.refused != "" {
+				s.relayRefusedAtStart(t, e, c.environ, c.args, c.want, c.refused)
+				return
+			}
 			s.relayRefused(t, e, c.environ, c.args, c.cause, c.want)
 		})
 	}
@@ -367,6 +377,28 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 	t.Logf("%d rows relayed over TLS (%s, PostgreSQL as %s); walrelay's output: %d lines", len(rows), version, user, strings.Count(out, "\n"))
 }
 
+// relayRefusedAtStart starts walrelay with credentials a server refuses at
+// login: run and check exit 2 with the server's error and the hint naming
+// the setting to fix, without a password in the output.
+func (s *secureServers) relayRefusedAtStart(t *testing.T, e *env, environ, args []string, want *regexp.Regexp, hint string) {
+	t.Helper()
+	pgURL := []string{"--pg-url-file", e.pgURLFile}
+	for _, cmd := range []string{"run", "check"} {
+		all := append(e.RunArgs(pgURL, e.kafkaBrokers()), args...)
+		if cmd == "check" {
+			all = append(e.commandArgs("check"), args...)
+		}
+		code, out := runFor(t, time.Minute, environ, all...)
+		if code != 2 || !want.MatchString(out) || !strings.Contains(out, hint) {
+			t.Errorf("walrelay %s: exit %d, want 2 with %q and %q:\n%s", cmd, code, want, hint, out)
+		}
+		if strings.Contains(out, "restarting from the last confirmed position") {
+			t.Errorf("walrelay %s says it restarts from a confirmed position it never had:\n%s", cmd, out)
+		}
+		s.assertNoSecrets(t, "walrelay "+cmd+"'s output", out)
+	}
+}
+
 // relayRefused starts walrelay with a setting the servers refuse: it must
 // log why, retry (neither exit nor stream), stay alive but not ready, and
 // stop cleanly.
@@ -381,7 +413,10 @@ func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []strin
 			t.Fatalf("walrelay exited (%v) instead of retrying", relay.Err())
 		}
 		for _, line := range strings.Split(relay.Log(), "\n") {
-			if strings.Contains(line, `"logger":"walrelay","msg":"restarting from the last confirmed position"`) && want.MatchString(line) {
+			// N.B. it never streamed: its warning says so, rather than
+			// that it restarts from a confirmed position.
+			if (strings.Contains(line, `"logger":"walrelay","msg":"start failed, not streamed yet: retrying"`) ||
+				strings.Contains(line, `"logger":"walrelay","msg":"cannot connect to PostgreSQL, never connected yet: retrying`)) && want.MatchString(line) {
 				logged = line
 				return true
 			}
