@@ -35,4 +35,3 @@ func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, 
 	}
 	return sink.Source{Slot: rc.Slot, Database: id.DBName, SystemID: id.SystemID}, nil
 }
-

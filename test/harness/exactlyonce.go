@@ -31,7 +31,6 @@ func (e *Env) CheckpointKey(t testing.TB) string {
 	return "eos/" + sysid + "/" + e.Database(t) + "/" + e.Slot
 }
 
-
 // TxReport is what CheckTransactions found.
 type TxReport struct {
 	KafkaTxns   int // Kafka transactions with records, as read_committed shows them
