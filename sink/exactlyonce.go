@@ -32,10 +32,13 @@ import (
 // given only once the Kafka transaction committed: the slot is never
 // confirmed past a transaction whose Kafka transaction did not commit.
 //
-// On start the sink first initializes its producer id (fencing every other
+// Once the replication stream holds the slot (HoldsSlot, or the first
+// transaction), the sink initializes its producer id (fencing every other
 // producer of the transactional id, and completing or aborting their open
 // transaction), then reads the last checkpoint of its key with a
-// read_committed consumer up to the last stable offset. Replication starts
+// read_committed consumer up to the last stable offset. Not before: a
+// standby that fenced the instance streaming the slot would stop it
+// without taking its place. Replication starts
 // from the slot's confirmed_flush_lsn as always; every transaction the
 // checkpoint covers (commit LSN below the checkpoint's end LSN) is
 // registered with the tracker without records and is not produced again.
@@ -98,6 +101,9 @@ type eos struct {
 	// commit: a Kafka transaction ends only between Produce calls.
 	mu sync.Mutex
 
+	ready      bool          // the producer id is initialized and the checkpoint read
+	activate   chan struct{} // closed by HoldsSlot
+	actOnce    sync.Once
 	checkpoint pglogrepl.LSN // end LSN of the last committed checkpoint
 	skipping   *checkpoint.Tx
 	skipped    int
@@ -148,14 +154,34 @@ func (c Config) validateExactlyOnce() []error {
 	return errs
 }
 
-// startExactlyOnce ensures the checkpoint topic, fences every older
-// producer of the transactional id, and reads the checkpoint.
+// startExactlyOnce ensures the checkpoint topic and starts the committer.
 func (s *Sink) startExactlyOnce(ctx context.Context) error {
 	if s.cfg.Source.Slot == "" {
 		return fmt.Errorf("%w: no slot named for the checkpoint", ErrExactlyOnceSetup)
 	}
 	if err := s.ensureCheckpointTopic(ctx); err != nil {
 		return err
+	}
+	go s.committer()
+	return nil
+}
+
+// HoldsSlot tells the sink that the replication stream holds the slot: in
+// exactly-once mode it then fences the older producers of its
+// transactional id and reads the checkpoint, without waiting for the
+// first transaction. Safe to call from any goroutine, more than once.
+func (s *Sink) HoldsSlot() {
+	if e := s.eos; e != nil {
+		e.actOnce.Do(func() { close(e.activate) })
+	}
+}
+
+// eosInit fences every older producer of the transactional id and reads
+// the checkpoint, once; called with eos.mu held, while the stream holds
+// the slot.
+func (s *Sink) eosInit(ctx context.Context) error {
+	if s.eos.ready {
+		return nil
 	}
 	// N.B. the producer id first: InitProducerID fences every older
 	// producer of this transactional id and completes or aborts its open
@@ -174,11 +200,11 @@ func (s *Sink) startExactlyOnce(ctx context.Context) error {
 		return err
 	}
 	s.eos.checkpoint = cp
+	s.eos.ready = true
 	s.metrics.Checkpoint(uint64(cp), uint64(cp))
 	s.log.Info("exactly-once: checkpoint read; transactions ending at or before it are not produced again",
 		zap.String("transactional_id", s.cfg.TransactionalID), zap.String("topic", s.cfg.CheckpointTopic),
 		zap.String("key", CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", cp))
-	go s.committer()
 	return nil
 }
 
@@ -389,6 +415,10 @@ func (s *Sink) baseOpts() []kgo.Opt {
 // first when due.
 func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err error) {
 	e := s.eos
+	// N.B. a transaction comes only from a stream that holds the slot.
+	if err := s.eosInit(ctx); err != nil {
+		return false, err
+	}
 	// N.B. commit records lie in commit order, and a transaction's commit
 	// LSN lies below its end LSN: a transaction is at or below the
 	// checkpoint (its end LSN <= the checkpoint's) exactly when its commit
@@ -526,6 +556,11 @@ func (s *Sink) commit(ctx context.Context) error {
 	// which the next attempt reads after fencing this producer.
 	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		err = fmt.Errorf("commit kafka transaction of %d postgresql transactions through end lsn %s: %w", len(e.txs), e.lastEnd, fenced(err))
+		if errors.Is(err, ErrFenced) {
+			// N.B. logged here: the attempt may end on another error
+			// first (a zombie's replication connection is gone too).
+			s.log.Error("kafka transaction not committed: another walrelay took over the transactional id", zap.String("transactional_id", s.cfg.TransactionalID), zap.Error(err))
+		}
 		s.metrics.Failure()
 		s.fail(err)
 		return err
@@ -565,8 +600,25 @@ func (s *Sink) committer() {
 	defer cancel()
 	go func() {
 		<-s.closing
+		// N.B. a commit in flight may finish: its outcome then is known
+		// (a zombie learns it was fenced), and Close waits for it.
+		time.Sleep(5 * time.Second)
 		cancel()
 	}()
+	select {
+	case <-s.closing:
+		return
+	case <-s.failed:
+		return
+	case <-e.activate:
+	}
+	e.mu.Lock()
+	err := s.eosInit(ctx)
+	e.mu.Unlock()
+	if err != nil {
+		s.fail(err)
+		return
+	}
 	for {
 		select {
 		case <-s.closing:

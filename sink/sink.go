@@ -305,7 +305,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		s.iso = NewIsolation()
 	}
 	if cfg.ExactlyOnce {
-		s.eos = &eos{}
+		s.eos = &eos{activate: make(chan struct{})}
 	}
 	if through, topics := s.iso.snapshot(); topics != nil {
 		s.isoThrough, s.isoTopics = through, topics
@@ -658,7 +658,7 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 		}
 		// N.B. no Ack: the watermark stays below this transaction, and the
 		// relay restarts from it.
-		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err))
+		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, fenced(err)))
 		return
 	}
 	a.s.metrics.Published(r.Topic, r.Timestamp)

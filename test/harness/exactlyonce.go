@@ -2,6 +2,7 @@ package harness
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -162,4 +163,16 @@ func CheckTransactions(recs []*kgo.Record, checkpointTopic, key string, committe
 		prev = end
 	}
 	return rep
+}
+
+// KafkaEndTxn selects an EndTxn request (API key 26): the broker commits
+// or aborts, and a cut keeps the outcome from the producer.
+func KafkaEndTxn(dir Dir, msg []byte) bool {
+	return dir == ToServer && len(msg) >= 6 && binary.BigEndian.Uint16(msg[4:]) == 26
+}
+
+// KafkaFetch selects a fetch request (API key 1): walrelay fetches only to
+// read its checkpoint at the start of an attempt.
+func KafkaFetch(dir Dir, msg []byte) bool {
+	return dir == ToServer && len(msg) >= 6 && binary.BigEndian.Uint16(msg[4:]) == 1
 }
