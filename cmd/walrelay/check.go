@@ -62,6 +62,11 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	for _, ch := range checkKafka(ctx, cfg, sc.Opts) {
 		results = append(results, checkResult{Check: ch})
 	}
+	if cfg.exactlyOnce {
+		for _, ch := range checkExactlyOnce(ctx, cfg, sc) {
+			results = append(results, checkResult{Check: ch})
+		}
+	}
 	nFailed, nSkipped := 0, 0
 	for _, r := range results {
 		switch {
