@@ -57,8 +57,10 @@ const DefaultCheckpointTopic = "walrelay.checkpoints"
 var ErrTransactionTooLong = errors.New("postgresql transaction too long for one kafka transaction")
 
 // ErrFenced is wrapped when another producer with the same transactional
-// id took over: nothing of the open Kafka transaction is committed.
-var ErrFenced = errors.New("fenced by a newer producer with the same transactional id")
+// id took over (or the broker aborted the transaction at its timeout,
+// which bumps the epoch the same way): nothing of the open Kafka
+// transaction is committed.
+var ErrFenced = errors.New("fenced (a newer producer of the transactional id took over, or the broker aborted the transaction at its timeout)")
 
 // ErrExactlyOnceSetup is wrapped when Kafka cannot give exactly-once as
 // configured (no transactions, a checkpoint topic that is not compacted, a
@@ -559,7 +561,7 @@ func (s *Sink) commit(ctx context.Context) error {
 		if errors.Is(err, ErrFenced) {
 			// N.B. logged here: the attempt may end on another error
 			// first (a zombie's replication connection is gone too).
-			s.log.Error("kafka transaction not committed: another walrelay took over the transactional id", zap.String("transactional_id", s.cfg.TransactionalID), zap.Error(err))
+			s.log.Error("kafka transaction not committed: fenced", zap.String("transactional_id", s.cfg.TransactionalID), zap.Error(err))
 		}
 		s.metrics.Failure()
 		s.fail(err)

@@ -96,7 +96,7 @@ func TestZombieFencedExactlyOnce(t *testing.T) {
 				t.Logf("zombie: %.300s", l)
 			}
 		}
-		if after := active.Log()[len(before):]; strings.Contains(after, "fenced by a newer producer") {
+		if after := active.Log()[len(before):]; strings.Contains(after, "fenced (a newer producer") {
 			fencedSeen++
 		}
 		// N.B. either may hold the slot now: the zombie starts over as a
