@@ -213,3 +213,64 @@ func TestExactlyOnceTransactionTooLong(t *testing.T) {
 		t.Errorf("slot confirmed at %s, want below the big transaction's end %s", slot, end)
 	}
 }
+
+// TestExactlyOnceDeadLetterInTransaction: a PostgreSQL transaction with a
+// poison row between two good ones: the dead-letter record is written in
+// the same Kafka transaction as the good records and the checkpoint (one
+// producer id and epoch, Kafka 4 bumping the epoch per transaction), and
+// a read_committed consumer reads each once.
+func TestExactlyOnceDeadLetterInTransaction(t *testing.T) {
+	e := harness.NewEnv(t, relayBin)
+	e.Bed.Exec(t, e.DSN, looseOutbox)
+	e.ExactlyOnce()
+	dlq := e.Prefix + ".dlq"
+	relay := e.StartRelay(t, "--dlq-topic", dlq)
+	relay.WaitStreaming()
+	good1, poison, good2 := harness.NewUUID(), harness.NewUUID(), harness.NewUUID()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $4, 'a1', 'T', '{"seq": 1}'), ($2, $4, NULL, 'T', '{}'), ($3, $4, 'a1', 'T', '{"seq": 2}')`,
+		good1, poison, good2, e.AggType(0))
+	topics := append(e.Topics(), dlq, e.CheckpointTopic())
+	var recs []*kgo.Record
+	harness.WaitFor(t, time.Minute, "two records, a dead letter and a checkpoint", func() bool {
+		recs, _ = e.Bed.ConsumeAllCommitted(t, topics, 0)
+		return len(recs) >= 4
+	})
+	time.Sleep(time.Second)
+	recs, _ = e.Bed.ConsumeAllCommitted(t, topics, time.Second)
+	key := e.CheckpointKey(t)
+	type txnID struct {
+		pid   int64
+		epoch int16
+	}
+	byID := map[string]txnID{}
+	var checkpoints []txnID
+	for _, r := range recs {
+		id := txnID{r.ProducerID, r.ProducerEpoch}
+		if !r.Attrs.IsTransactional() {
+			t.Errorf("record at %s[%d]@%d was not written in a transaction", r.Topic, r.Partition, r.Offset)
+		}
+		switch r.Topic {
+		case e.CheckpointTopic():
+			if string(r.Key) == key {
+				checkpoints = append(checkpoints, id)
+			}
+		case dlq:
+			ev, _ := harness.Header(r, "walrelay.event.id")
+			byID["dead:"+ev] = id
+		default:
+			ev, _ := harness.Header(r, "id")
+			byID[ev] = id
+		}
+	}
+	t.Logf("RESULT %s records=%d transactions=%v checkpoints=%v", t.Name(), len(recs), byID, checkpoints)
+	want, ok := byID[good1]
+	if !ok || len(byID) != 3 || byID[good2] != want || byID["dead:"+poison] != want {
+		t.Errorf("want the two good records and the dead letter of %s once each in one kafka transaction, got %v", poison, byID)
+	}
+	if len(checkpoints) != 1 || checkpoints[0] != want {
+		t.Errorf("want one checkpoint in the records' kafka transaction %v, got %v", want, checkpoints)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+}
