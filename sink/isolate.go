@@ -114,8 +114,12 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 		// transaction fit only to be aborted, with this transaction's
 		// earlier records in it: it halts instead of being dead-lettered.
 		s.metrics.Failure()
-		return fmt.Errorf("%w: xid %d, commit lsn %s, produce to topic %s: kafka rejected the record on its own: %w (--on-poison=halt: nothing from this event on is confirmed)",
-			ErrPoison, tx.Xid, tx.CommitLSN, r.Topic, err)
+		why := "--on-poison=halt"
+		if s.eos != nil {
+			why = "--exactly-once halts on it"
+		}
+		return fmt.Errorf("%w: xid %d, commit lsn %s, produce to topic %s: kafka rejected the record on its own: %w (%s: nothing from this event on is confirmed)",
+			ErrPoison, tx.Xid, tx.CommitLSN, r.Topic, err, why)
 	}
 	dl, ferr := s.deadLetterRejected(r, err, meta)
 	if ferr != nil {
