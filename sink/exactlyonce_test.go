@@ -2,9 +2,12 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestExactlyOnceConfig(t *testing.T) {
@@ -84,5 +87,38 @@ func TestExactlyOnceWatermarkWaitsForTheCommit(t *testing.T) {
 	}
 	if recs, _, _ := tr2.InFlight(); recs != 0 || tr2.Watermark() != end {
 		t.Fatalf("a transaction the checkpoint covers: %d records pending, watermark %s; want 0 and %s", recs, tr2.Watermark(), end)
+	}
+}
+
+// TestExactlyOnceRejectedRecordHalts: in exactly-once mode a batch Kafka
+// rejects is isolated as always, but the record at fault halts (dead-letter
+// mode notwithstanding): its Kafka transaction already holds the earlier
+// records of its PostgreSQL transaction and can only be aborted. Nothing
+// is confirmed past it.
+func TestExactlyOnceRejectedRecordHalts(t *testing.T) {
+	c := newCluster(t)
+	rejectTopic(t, c, "strict", kerr.InvalidRecord.Code)
+	iso := NewIsolation()
+	ctx := context.Background()
+	eos := func(cfg *Config) {
+		cfg.Isolation = iso
+		cfg.ExactlyOnce = true
+		cfg.Source = Source{Slot: "s1", Database: "db", SystemID: "1"}
+	}
+	s1, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute, eos)
+	if err := s1.Produce(ctx, tx(1, start+100, event("strict", "k", "id"))); err != nil && !errors.Is(err, ErrBatchRejected) {
+		t.Fatal(err)
+	}
+	if err := waitFailed(t, s1); !errors.Is(err, ErrBatchRejected) {
+		t.Fatalf("first sink: %v, want ErrBatchRejected", err)
+	}
+	s1.Close()
+	s2, tr2 := newSink(t, c, OnPoisonDeadLetter, time.Minute, eos)
+	err := s2.Produce(ctx, tx(1, start+100, event("strict", "k", "id")))
+	if !errors.Is(err, ErrPoison) || !errors.Is(err, kerr.InvalidRecord) || !strings.Contains(err.Error(), "--exactly-once") {
+		t.Errorf("isolating sink: %v, want ErrPoison wrapping INVALID_RECORD, naming --exactly-once", err)
+	}
+	if tr.Watermark() != start || tr2.Watermark() != start {
+		t.Errorf("watermark moved past the rejected record")
 	}
 }
