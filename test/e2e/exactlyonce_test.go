@@ -74,9 +74,17 @@ func TestExactlyOnce(t *testing.T) {
 	if err := writing.Wait(); err != nil {
 		t.Fatalf("writers: %v", err)
 	}
-	eosHistory(t, e, wit, w)
+	_, txr := eosHistory(t, e, wit, w)
 	if !strings.Contains(relay.Log(), `"exactly-once: checkpoint read`) {
 		t.Errorf("walrelay's log has no checkpoint line")
+	}
+	rp := &relayProc{Relay: relay, t: t}
+	committed := rp.Metric(`walrelay_kafka_transactions_total{outcome="committed"}`)
+	if committed < 1 || committed > float64(txr.KafkaTxns) {
+		t.Errorf("walrelay_kafka_transactions_total{outcome=\"committed\"} = %v, want 1 to the %d kafka transactions a consumer reads", committed, txr.KafkaTxns)
+	}
+	if lag, cp := rp.Metric("walrelay_checkpoint_lag_bytes"), rp.Metric("walrelay_checkpoint_lsn"); cp == 0 || lag != 0 {
+		t.Errorf("walrelay_checkpoint_lsn %v, walrelay_checkpoint_lag_bytes %v once idle; want a position and 0", cp, lag)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
@@ -117,6 +125,9 @@ func TestExactlyOnceSkipsWhatCheckpointCovers(t *testing.T) {
 	eosHistory(t, e, wit, w)
 	if !strings.Contains(relay.Log(), `"exactly-once: skipping the transactions the checkpoint covers"`) {
 		t.Errorf("the second walrelay logged no skipped transactions")
+	}
+	if n := (&relayProc{Relay: relay, t: t}).Metric("walrelay_transactions_skipped_total"); n < 1 {
+		t.Errorf("walrelay_transactions_skipped_total = %v, want the transactions the checkpoint covered", n)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
