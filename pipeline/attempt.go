@@ -36,6 +36,11 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	sc := r.sc
 	sc.Metrics = r.metrics
 	sc.Isolation = r.iso
+	if sc.ExactlyOnce {
+		if sc.Source, err = checkpointSource(ctx, r.rc); err != nil {
+			return onPostgres(err)
+		}
+	}
 	snk, err := sink.New(sc, tr, r.log)
 	if err != nil {
 		return err

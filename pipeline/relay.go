@@ -113,7 +113,8 @@ func (r *Relay) Abort() { r.abortOnce.Do(func() { close(r.abort) }) }
 // IsSetupError reports whether err is one a person must fix in PostgreSQL,
 // Kafka or walrelay's flags: retrying does not help.
 func IsSetupError(err error) bool {
-	return errors.Is(err, replication.ErrSetup) || errors.Is(err, sink.ErrTopicMissing) || errors.Is(err, ErrColumns)
+	return errors.Is(err, replication.ErrSetup) || errors.Is(err, sink.ErrTopicMissing) || errors.Is(err, ErrColumns) ||
+		errors.Is(err, sink.ErrExactlyOnceSetup) || errors.Is(err, sink.ErrTransactionTooLong)
 }
 
 // permanent errors stop the relay; everything else restarts it from the

@@ -39,6 +39,11 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		if stream.Streaming() && r.metrics.State() != metrics.StateStopping {
 			r.metrics.SetState(metrics.StateStreaming)
 		}
+		if stream.Streaming() {
+			// N.B. exactly-once: only the holder of the slot fences the
+			// other producers of its transactional id.
+			snk.HoldsSlot()
+		}
 		select {
 		case <-ctx.Done():
 			return nil

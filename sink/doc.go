@@ -8,4 +8,9 @@
 // failed record: the first record that finally fails is reported on Err and
 // nothing after it is acknowledged to the checkpoint in its place. Only a
 // record refused on its own is dead-lettered, never one whose batch was.
+// With Config.ExactlyOnce (exactlyonce.go) the records of whole
+// transactions and a checkpoint record go into Kafka transactions, and no
+// transaction is acknowledged to the checkpoint before its Kafka
+// transaction committed; transactions a committed checkpoint covers are
+// acknowledged without being produced again.
 package sink

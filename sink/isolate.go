@@ -109,10 +109,17 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 		err = fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err)
 		s.fail(err)
 		return err
-	case s.cfg.OnPoison == OnPoisonHalt:
+	case s.cfg.OnPoison == OnPoisonHalt || s.eos != nil:
+		// N.B. in exactly-once mode a record that failed leaves its Kafka
+		// transaction fit only to be aborted, with this transaction's
+		// earlier records in it: it halts instead of being dead-lettered.
 		s.metrics.Failure()
-		return fmt.Errorf("%w: xid %d, commit lsn %s, produce to topic %s: kafka rejected the record on its own: %w (--on-poison=halt: nothing from this event on is confirmed)",
-			ErrPoison, tx.Xid, tx.CommitLSN, r.Topic, err)
+		why := "--on-poison=halt"
+		if s.eos != nil {
+			why = "--exactly-once halts on it"
+		}
+		return fmt.Errorf("%w: xid %d, commit lsn %s, produce to topic %s: kafka rejected the record on its own: %w (%s: nothing from this event on is confirmed)",
+			ErrPoison, tx.Xid, tx.CommitLSN, r.Topic, err, why)
 	}
 	dl, ferr := s.deadLetterRejected(r, err, meta)
 	if ferr != nil {

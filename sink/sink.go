@@ -76,6 +76,29 @@ type Config struct {
 	// time after Kafka rejected a batch of them. Default nil: the sink's
 	// own, which does not outlive it.
 	Isolation *Isolation
+
+	// ExactlyOnce produces inside Kafka transactions with a checkpoint
+	// record, confirming a transaction only after its Kafka transaction
+	// committed (exactlyonce.go). Default false.
+	ExactlyOnce bool
+	// Source names the slot for the checkpoint key; the relay sets it.
+	Source Source
+	// TransactionalID is the producer's transactional.id. Default
+	// "walrelay-" + Source.Slot: a second walrelay on the slot fences the
+	// first.
+	TransactionalID string
+	// CheckpointTopic is the compacted topic of checkpoint records.
+	// Default "walrelay.checkpoints".
+	CheckpointTopic string
+	// TransactionTimeout is Kafka's transaction.timeout.ms for the
+	// producer, at most the broker's transaction.max.timeout.ms. Default 5m.
+	TransactionTimeout time.Duration
+	// CommitInterval is how long a Kafka transaction gathers whole
+	// PostgreSQL transactions before it is committed. Default 100ms.
+	CommitInterval time.Duration
+	// TransactionMaxRecords commits a Kafka transaction once it holds this
+	// many records (at the end of a PostgreSQL transaction). Default 50000.
+	TransactionMaxRecords int
 }
 
 var compressions = map[string]kgo.CompressionCodec{
@@ -117,6 +140,21 @@ func (c Config) withDefaults() Config {
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = "walrelay.dlq"
 	}
+	if c.TransactionalID == "" && c.Source.Slot != "" {
+		c.TransactionalID = "walrelay-" + c.Source.Slot
+	}
+	if c.CheckpointTopic == "" {
+		c.CheckpointTopic = DefaultCheckpointTopic
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 5 * time.Minute
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = 100 * time.Millisecond
+	}
+	if c.TransactionMaxRecords == 0 {
+		c.TransactionMaxRecords = 50000
+	}
 	return c
 }
 
@@ -153,6 +191,7 @@ func (c Config) Validate() error {
 	if c.TopicReplicationFactor < -1 || c.TopicReplicationFactor == 0 {
 		errs = append(errs, fmt.Errorf("topic replication factor %d: want -1 (broker default) or at least 1", c.TopicReplicationFactor))
 	}
+	errs = append(errs, c.validateExactlyOnce()...)
 	return errors.Join(errs...)
 }
 
@@ -188,6 +227,7 @@ type Sink struct {
 
 	iso        *Isolation
 	lastCommit atomic.Uint64 // commit LSN of the newest transaction begun
+	eos        *eos          // nil unless ExactlyOnce
 
 	errOnce   sync.Once
 	err       error
@@ -235,6 +275,12 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.WithHooks(kafkaHook{cfg.Metrics}),
 	}
+	if cfg.ExactlyOnce {
+		// N.B. a transactional producer: records are visible to
+		// read_committed consumers only once their transaction commits,
+		// and a newer producer of the same id fences this one.
+		opts = append(opts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
+	}
 	opts = append(opts, cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -257,6 +303,9 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	}
 	if s.iso == nil {
 		s.iso = NewIsolation()
+	}
+	if cfg.ExactlyOnce {
+		s.eos = &eos{activate: make(chan struct{})}
 	}
 	if through, topics := s.iso.snapshot(); topics != nil {
 		s.isoThrough, s.isoTopics = through, topics
@@ -300,7 +349,12 @@ func (s *Sink) Start(ctx context.Context) error {
 		return fmt.Errorf("reach kafka at %s: %w", strings.Join(s.cfg.Brokers, ","), err)
 	}
 	if s.cfg.OnPoison == OnPoisonDeadLetter {
-		return s.ensureTopic(ctx, s.cfg.DeadLetterTopic)
+		if err := s.ensureTopic(ctx, s.cfg.DeadLetterTopic); err != nil {
+			return err
+		}
+	}
+	if s.eos != nil {
+		return s.startExactlyOnce(ctx)
 	}
 	return nil
 }
@@ -350,6 +404,23 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
+	if e := s.eos; e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if tx.First {
+			skip, err := s.eosFirst(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if skip {
+				s.eosSkip(tx)
+				return nil
+			}
+		} else if e.skipping != nil {
+			s.eosSkip(tx)
+			return nil
+		}
+	}
 	if tx.First {
 		if s.isoTopics != nil && tx.CommitLSN > s.isoThrough {
 			// N.B. every isolated record before this transaction was
@@ -371,6 +442,13 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		return err
 	}
 	if n := len(tx.Events); n > 0 {
+		if s.eos != nil {
+			if err := s.eosJoin(); err != nil {
+				return err
+			}
+			s.eos.records += n
+			s.eos.curRecs.Add(int64(n))
+		}
 		defer s.sealHandoff()
 		extra := len(tx.Events[0].Headers) + 1
 		recs := make([]kgo.Record, n)
@@ -421,6 +499,9 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if tx.Last {
 		s.cur.Close(tx.EndLSN)
 		s.cur = nil
+		if s.eos != nil {
+			return s.eosLast(ctx, tx)
+		}
 	}
 	return nil
 }
@@ -577,7 +658,7 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 		}
 		// N.B. no Ack: the watermark stays below this transaction, and the
 		// relay restarts from it.
-		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err))
+		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, fenced(err)))
 		return
 	}
 	a.s.metrics.Published(r.Topic, r.Timestamp)
@@ -665,8 +746,22 @@ func errIf(msg string) error {
 	return errors.New(msg)
 }
 
-// Flush waits until every produced record is acknowledged or failed.
+// Flush waits until every produced record is acknowledged or failed; in
+// exactly-once mode it commits the open Kafka transaction first.
 func (s *Sink) Flush(ctx context.Context) error {
+	if e := s.eos; e != nil {
+		e.mu.Lock()
+		var err error
+		if e.inPG.Load() {
+			err = errors.New("flush: a transaction is half handed over; it is not committed")
+		} else {
+			err = s.commit(ctx)
+		}
+		e.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	if err := s.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
@@ -678,6 +773,9 @@ func (s *Sink) Flush(ctx context.Context) error {
 func (s *Sink) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		if s.eos != nil {
+			s.abortOpen()
+		}
 		s.cl.Close()
 	})
 }

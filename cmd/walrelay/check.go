@@ -80,6 +80,11 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		results = append(results, checkResult{Check: ch})
 	}
+	if cfg.exactlyOnce {
+		for _, ch := range checkExactlyOnce(ctx, cfg, sc) {
+			results = append(results, checkResult{Check: ch})
+		}
+	}
 	nFailed, nSkipped, nWarned := 0, 0, 0
 	for _, r := range results {
 		switch {

@@ -56,6 +56,11 @@ type config struct {
 	recreateLost    bool
 	kafka           kafkaSecurity
 	pgURLFile       string
+	exactlyOnce     bool
+	checkpointTopic string
+	txnID           string
+	txnTimeout      time.Duration
+	commitInterval  time.Duration
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -110,6 +115,11 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.kafka.username, "kafka-sasl-username", "", "SASL user")
 	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
 	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
+	fs.BoolVar(&cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
+	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", "walrelay.checkpoints", "compacted topic of walrelay's checkpoint records (created with cleanup.policy=compact when missing and --create-topics is on)")
+	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
+	fs.DurationVar(&cfg.txnTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
+	fs.DurationVar(&cfg.commitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
 	if benchFlags != nil {
@@ -389,6 +399,14 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		OnPoison:               c.onPoison,
 		DeadLetterTopic:        c.dlqTopic,
 		Opts:                   kafkaOpts,
+		ExactlyOnce:            c.exactlyOnce,
+		CheckpointTopic:        c.checkpointTopic,
+		TransactionalID:        c.txnID,
+		TransactionTimeout:     c.txnTimeout,
+		CommitInterval:         c.commitInterval,
+	}
+	if sc.TransactionalID == "" {
+		sc.TransactionalID = "walrelay-" + c.slot
 	}
 	if len(sc.Brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))

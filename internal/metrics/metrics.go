@@ -41,6 +41,12 @@ type Metrics struct {
 	slotWALStatus    *prometheus.GaugeVec
 	state            *prometheus.GaugeVec
 
+	// Exactly-once mode (--exactly-once).
+	kafkaTxns          *prometheus.CounterVec
+	SkippedTxns        prometheus.Counter
+	CheckpointLSN      prometheus.Gauge
+	CheckpointLagBytes prometheus.Gauge
+
 	mu      sync.Mutex
 	current string
 }
@@ -91,7 +97,22 @@ func New() *Metrics {
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_state", Help: "1 for the relay's current state.",
 		}, []string{"state"}),
+		kafkaTxns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_kafka_transactions_total", Help: "Kafka transactions ended in --exactly-once mode, by outcome (committed, aborted).",
+		}, []string{"outcome"}),
+		SkippedTxns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_transactions_skipped_total", Help: "PostgreSQL transactions not produced again in --exactly-once mode: a committed checkpoint already covers them.",
+		}),
+		CheckpointLSN: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_checkpoint_lsn", Help: "End LSN in the last committed checkpoint record (--exactly-once).",
+		}),
+		CheckpointLagBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_checkpoint_lag_bytes", Help: "WAL between the newest transaction handed to Kafka and the last committed checkpoint (--exactly-once): what an open Kafka transaction holds.",
+		}),
 	}
+	m.Registry.MustRegister(m.kafkaTxns, m.SkippedTxns, m.CheckpointLSN, m.CheckpointLagBytes)
+	m.kafkaTxns.WithLabelValues("committed")
+	m.kafkaTxns.WithLabelValues("aborted")
 	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.Transactions, m.ProduceFailures,
 		m.KafkaErrors, m.CommitToAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -192,5 +213,28 @@ func (m *Metrics) SetWALStatus(status string) {
 			v = 1
 		}
 		m.slotWALStatus.WithLabelValues(s).Set(v)
+	}
+}
+
+// KafkaTransaction counts one Kafka transaction ended with outcome
+// (committed or aborted).
+func (m *Metrics) KafkaTransaction(outcome string) {
+	if m != nil {
+		m.kafkaTxns.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Skipped counts one transaction a checkpoint already covered.
+func (m *Metrics) Skipped() {
+	if m != nil {
+		m.SkippedTxns.Inc()
+	}
+}
+
+// Checkpoint sets the last committed checkpoint and what lies past it.
+func (m *Metrics) Checkpoint(lsn, handed uint64) {
+	if m != nil {
+		m.CheckpointLSN.Set(float64(lsn))
+		m.CheckpointLagBytes.Set(float64(handed - min(handed, lsn)))
 	}
 }

@@ -42,7 +42,12 @@ func cut(t *testing.T, proxy *harness.Proxy, m cutMode) {
 // a transaction's Commit (walrelay has the whole transaction, nothing of it
 // is confirmed), and right after walrelay sent a status update (the
 // confirmation reaches the server, the stream ends).
-func TestPostgresConnectionCuts(t *testing.T) {
+func TestPostgresConnectionCuts(t *testing.T) { postgresConnectionCuts(t, atLeastOnce) }
+
+// TestPostgresConnectionCutsExactlyOnce is TestPostgresConnectionCuts with --exactly-once: no duplicates either.
+func TestPostgresConnectionCutsExactlyOnce(t *testing.T) { postgresConnectionCuts(t, exactlyOnce) }
+
+func postgresConnectionCuts(t *testing.T, m mode) {
 	// N.B. walrelay's restart backoff doubles (up to 30 s) while attempts
 	// last under a minute, so the short version cuts each way once or twice.
 	cuts := scale(4, 15)
@@ -51,7 +56,7 @@ func TestPostgresConnectionCuts(t *testing.T) {
 		{"cut-after-commit", harness.PGCommit},
 		{"cut-after-status-update", harness.PGStatusUpdate},
 	}
-	s := newScenario(t, defaultWorkload(scale(15000, 150000)))
+	s := m.in(newScenario(t, defaultWorkload(scale(15000, 150000))))
 	proxy := harness.NewPGProxy(t, harness.PGHostPort(t, s.e.DSN))
 	relay := s.e.StartRelay(t, "--pg-url", harness.DSNVia(t, s.e.DSN, proxy.Addr(), nil))
 	relay.WaitStreaming()
@@ -127,13 +132,24 @@ func cutAfterStatusUpdate(t *testing.T, e *harness.Env, proxy *harness.Proxy) pg
 // and right after forwarding a produce request (the broker appends the
 // records, the acknowledgement never arrives). The idempotent producer
 // retries without writing anything twice.
-func TestKafkaConnectionCuts(t *testing.T) {
+func TestKafkaConnectionCuts(t *testing.T) { kafkaConnectionCuts(t, atLeastOnce) }
+
+// TestKafkaConnectionCutsExactlyOnce is TestKafkaConnectionCuts with --exactly-once: no duplicates either.
+func TestKafkaConnectionCutsExactlyOnce(t *testing.T) { kafkaConnectionCuts(t, exactlyOnce) }
+
+func kafkaConnectionCuts(t *testing.T, m mode) {
 	cuts := scale(6, 40)
 	modes := []cutMode{
 		{"cut", nil},
 		{"cut-after-produce", harness.KafkaProduce},
 	}
-	s := newScenario(t, defaultWorkload(scale(15000, 200000)))
+	if m == exactlyOnce {
+		// N.B. right after the commit request (the outcome never reaches
+		// walrelay) and, after a kill -9, right after the next walrelay's
+		// checkpoint read began.
+		modes = append(modes, cutMode{"cut-after-end-txn", harness.KafkaEndTxn}, cutMode{"kill-9-cut-after-checkpoint-read", harness.KafkaFetch})
+	}
+	s := m.in(newScenario(t, defaultWorkload(scale(15000, 200000))))
 	broker := s.e.Bed.Brokers()[0]
 	proxy := harness.NewKafkaProxy(t, broker)
 	relay := s.e.StartRelay(t, "--brokers", proxy.Addr())
@@ -157,9 +173,20 @@ func TestKafkaConnectionCuts(t *testing.T) {
 		}
 		m := modes[i%len(modes)]
 		in := s.faults.Begin(m.kind)
-		if m.kind == "cut-after-produce" {
+		switch m.kind {
+		case "cut-after-produce":
 			appended = append(appended, cutAfterProduce(t, s.e, proxy)...)
-		} else {
+		case "kill-9-cut-after-checkpoint-read":
+			struck := proxy.CutAfter(m.match)
+			relay.Kill()
+			relay = s.e.StartRelay(t, "--brokers", proxy.Addr())
+			select {
+			case <-struck:
+			case <-time.After(time.Minute):
+				proxy.Disarm()
+				t.Fatalf("%s: the restarted walrelay sent no fetch request within a minute", m.kind)
+			}
+		default:
 			cut(t, proxy, m)
 		}
 		at := s.e.Bed.CurrentWALLSN(t, s.e.DSN)

@@ -9,9 +9,14 @@ import (
 // TestKill9: walrelay is killed with SIGKILL at random moments while writers
 // commit, and started again each time: nothing is lost, nothing phantom,
 // each key in commit order, duplicates only of unconfirmed events.
-func TestKill9(t *testing.T) {
+func TestKill9(t *testing.T) { kill9(t, atLeastOnce) }
+
+// TestKill9ExactlyOnce is TestKill9 with --exactly-once: no duplicates either.
+func TestKill9ExactlyOnce(t *testing.T) { kill9(t, exactlyOnce) }
+
+func kill9(t *testing.T, m mode) {
 	kills := scale(10, 120)
-	s := newScenario(t, defaultWorkload(scale(15000, 500000)))
+	s := m.in(newScenario(t, defaultWorkload(scale(15000, 500000))))
 	relay := s.e.StartRelay(t)
 	relay.WaitStreaming()
 	s.write()
@@ -46,9 +51,14 @@ func TestKill9(t *testing.T) {
 
 // TestSIGTERMUnderLoad: walrelay is stopped gracefully while writers commit
 // and started again: every event arrives exactly once.
-func TestSIGTERMUnderLoad(t *testing.T) {
+func TestSIGTERMUnderLoad(t *testing.T) { sigtermUnderLoad(t, atLeastOnce) }
+
+// TestSIGTERMUnderLoadExactlyOnce is TestSIGTERMUnderLoad with --exactly-once: no duplicates either.
+func TestSIGTERMUnderLoadExactlyOnce(t *testing.T) { sigtermUnderLoad(t, exactlyOnce) }
+
+func sigtermUnderLoad(t *testing.T, m mode) {
 	stops := scale(5, 30)
-	s := newScenario(t, defaultWorkload(scale(8000, 100000)))
+	s := m.in(newScenario(t, defaultWorkload(scale(8000, 100000))))
 	relay := s.e.StartRelay(t)
 	relay.WaitStreaming()
 	s.write()

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
@@ -34,6 +36,26 @@ type scenario struct {
 	faults  *harness.Faults
 	writing *harness.Writing
 	rng     *rand.Rand
+	// eos: walrelay runs with --exactly-once; finish reads back with a
+	// read_committed consumer and wants no duplicate.
+	eos bool
+}
+
+// mode is the delivery mode a scenario runs walrelay in.
+type mode bool
+
+const (
+	atLeastOnce mode = false
+	exactlyOnce mode = true
+)
+
+// in sets s to run walrelay in m; call it before the first StartRelay.
+func (m mode) in(s *scenario) *scenario {
+	if m == exactlyOnce {
+		s.eos = true
+		s.e.ExactlyOnce()
+	}
+	return s
 }
 
 // newScenario prepares w's database. The writers run until finish, and
@@ -110,7 +132,20 @@ func (s *scenario) finish(relay *harness.Relay, extra string) harness.Report {
 		}
 		return s.e.Bed.Slot(t, s.e.DSN, s.e.Slot).ConfirmedFlushLSN >= last
 	})
-	recs := s.e.Bed.ConsumeAll(t, s.e.Topics(), time.Second)
+	var recs []*kgo.Record
+	var txr harness.TxReport
+	if s.eos {
+		all, _ := s.e.Bed.ConsumeAllCommitted(t, append(s.e.Topics(), s.e.CheckpointTopic()), time.Second)
+		for _, r := range all {
+			if r.Topic != s.e.CheckpointTopic() {
+				recs = append(recs, r)
+			}
+		}
+		txr = harness.CheckTransactions(all, s.e.CheckpointTopic(), s.e.CheckpointKey(t), events)
+		extra = strings.TrimSpace(extra + " read_committed " + txr.String())
+	} else {
+		recs = s.e.Bed.ConsumeAll(t, s.e.Topics(), time.Second)
+	}
 	rep := harness.Check(harness.History{
 		Committed:  events,
 		Records:    harness.FromKafka(recs),
@@ -121,6 +156,12 @@ func (s *scenario) finish(relay *harness.Relay, extra string) harness.Report {
 		t.Name(), rep, s.faults.Summary(), len(s.w.RolledBack()), s.w.Unknown(), extra)
 	if !rep.OK() {
 		t.Errorf("invariants violated: %s", rep.Summary())
+	}
+	if s.eos && rep.Duplicates != 0 {
+		t.Errorf("--exactly-once: a read_committed consumer read %d duplicates, want 0: %s", rep.Duplicates, rep.Summary())
+	}
+	if s.eos && !txr.OK() {
+		t.Errorf("--exactly-once: a consumer saw part of a transaction: %s\n  %s", txr, strings.Join(txr.Problems, "\n  "))
 	}
 	if rep.Events < s.events {
 		t.Errorf("%d events committed, the scenario wants at least %d", rep.Events, s.events)

@@ -17,11 +17,16 @@ import (
 // transaction committed after the broker stopped (no acknowledgement for it
 // can exist): the witness gives its commit end, the slot is sampled
 // throughout the outage.
-func TestKafkaDown(t *testing.T) {
+func TestKafkaDown(t *testing.T) { kafkaDown(t, atLeastOnce) }
+
+// TestKafkaDownExactlyOnce is TestKafkaDown with --exactly-once: no duplicates either.
+func TestKafkaDownExactlyOnce(t *testing.T) { kafkaDown(t, exactlyOnce) }
+
+func kafkaDown(t *testing.T, m mode) {
 	testbed.Disrupt(t)
 	outages := scale(1, 3)
 	down := scale(10*time.Second, 30*time.Second)
-	s := newScenario(t, defaultWorkload(scale(25000, 150000)))
+	s := m.in(newScenario(t, defaultWorkload(scale(25000, 150000))))
 	relay := s.e.StartRelay(t)
 	relay.WaitStreaming()
 	s.write()
@@ -80,10 +85,15 @@ func TestKafkaDown(t *testing.T) {
 
 // TestPostgresRestart: PostgreSQL is restarted (fast shutdown, start)
 // mid-stream; walrelay reconnects and resumes from the slot.
-func TestPostgresRestart(t *testing.T) {
+func TestPostgresRestart(t *testing.T) { postgresRestart(t, atLeastOnce) }
+
+// TestPostgresRestartExactlyOnce is TestPostgresRestart with --exactly-once: no duplicates either.
+func TestPostgresRestartExactlyOnce(t *testing.T) { postgresRestart(t, exactlyOnce) }
+
+func postgresRestart(t *testing.T, m mode) {
 	testbed.Disrupt(t)
 	restarts := scale(2, 10)
-	s := newScenario(t, defaultWorkload(scale(12000, 150000)))
+	s := m.in(newScenario(t, defaultWorkload(scale(12000, 150000))))
 	relay := s.e.StartRelay(t)
 	relay.WaitStreaming()
 	s.write()

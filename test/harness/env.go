@@ -51,6 +51,9 @@ type Env struct {
 	Slot   string
 	Pub    string
 	Prefix string // aggregate types start with it, so topics are the test's own
+	// RelayArgs are added to every StartRelay's arguments (before the
+	// call's own), e.g. by ExactlyOnce.
+	RelayArgs []string
 }
 
 // NewEnv creates a database for the test with OutboxDDL in it.

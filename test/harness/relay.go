@@ -71,7 +71,7 @@ type Relay struct {
 // brokers.
 func (e *Env) StartRelay(t testing.TB, args ...string) *Relay {
 	t.Helper()
-	all := append(e.RunArgs([]string{"--pg-url", e.DSN}, e.Bed.Brokers()), args...)
+	all := append(append(e.RunArgs([]string{"--pg-url", e.DSN}, e.Bed.Brokers()), e.RelayArgs...), args...)
 	p := StartProcess(t, e.Bin, nil, all)
 	p.env = e
 	return p

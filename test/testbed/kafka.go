@@ -78,6 +78,21 @@ func (b *Bed) CreateTopicWith(t testing.TB, topic string, partitions int32, conf
 // that do not exist count as empty.
 func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*kgo.Record {
 	t.Helper()
+	recs, _ := b.consumeAll(t, topics, idle, false)
+	return recs
+}
+
+// ConsumeAllCommitted is ConsumeAll with a read_committed consumer
+// (kgo.FetchIsolationLevel(kgo.ReadCommitted())) read up to each
+// partition's last stable offset: records of aborted and open transactions
+// are not returned. control holds the transaction markers passed.
+func (b *Bed) ConsumeAllCommitted(t testing.TB, topics []string, idle time.Duration) (recs, control []*kgo.Record) {
+	t.Helper()
+	return b.consumeAll(t, topics, idle, true)
+}
+
+func (b *Bed) consumeAll(t testing.TB, topics []string, idle time.Duration, committed bool) (recs, control []*kgo.Record) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), consumeTimeout)
 	defer cancel()
 
@@ -87,7 +102,13 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 	}
 	want := map[tp]int64{} // end offsets when called
 	adm, closeAdm := b.admin(t)
-	ends, err := adm.ListEndOffsets(ctx, topics...)
+	list := adm.ListEndOffsets
+	if committed {
+		// N.B. the last stable offsets: a read_committed consumer stops
+		// below an open transaction.
+		list = adm.ListCommittedOffsets
+	}
+	ends, err := list(ctx, topics...)
 	closeAdm()
 	var shardErrs *kadm.ShardErrors
 	if err != nil && !errors.As(err, &shardErrs) {
@@ -103,7 +124,12 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 		}
 	})
 
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{}
+	if committed {
+		// N.B. the markers are kept so that the position passes them.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.SeedBrokers(b.brokers...),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -113,13 +139,12 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 		// Notice topics created while consuming soon.
 		kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.MetadataMaxAge(time.Second),
-	)
+	)...)
 	if err != nil {
 		t.Fatalf("testbed: kafka consumer: %v", err)
 	}
 	defer cl.Close()
 
-	var recs []*kgo.Record
 	next := map[tp]int64{}
 	last := time.Now()
 	for {
@@ -130,7 +155,7 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 		deadline, _ := ctx.Deadline()
 		if caughtUp {
 			if time.Since(last) >= idle {
-				return recs
+				return recs, control
 			}
 			deadline = last.Add(idle)
 		}
@@ -145,7 +170,11 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 			t.Fatalf("testbed: consume %s/%d: %v", topic, partition, err)
 		})
 		fetches.EachRecord(func(r *kgo.Record) {
-			recs = append(recs, r)
+			if r.Attrs.IsControl() {
+				control = append(control, r)
+			} else {
+				recs = append(recs, r)
+			}
 			next[tp{r.Topic, r.Partition}] = r.Offset + 1
 			last = time.Now()
 		})

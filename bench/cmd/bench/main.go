@@ -33,6 +33,7 @@ const (
 	relayRecv     = "pg_recvlogical"
 	relayNull     = "walrelay-null"
 	relayWalrelay = "walrelay"
+	relayEOS      = "walrelay-eos" // walrelay --exactly-once
 	relayDebezium = "debezium"
 )
 
@@ -115,11 +116,11 @@ func parseConfig() (*config, error) {
 	c.status = dur("status-interval", *status)
 	for _, r := range strings.Split(*relays, ",") {
 		switch r = strings.TrimSpace(r); r {
-		case relayRecv, relayNull, relayWalrelay, relayDebezium:
+		case relayRecv, relayNull, relayWalrelay, relayEOS, relayDebezium:
 			c.relays = append(c.relays, r)
 		case "":
 		default:
-			errs = append(errs, fmt.Sprintf("-relays: unknown relay %q (want %s, %s, %s, %s)", r, relayRecv, relayNull, relayWalrelay, relayDebezium))
+			errs = append(errs, fmt.Sprintf("-relays: unknown relay %q (want %s, %s, %s, %s, %s)", r, relayRecv, relayNull, relayWalrelay, relayEOS, relayDebezium))
 		}
 	}
 	for _, w := range strings.Split(*workloads, ",") {
@@ -218,8 +219,11 @@ func slotName(workload, relay string) string {
 
 // topicPrefix is where a relay's records go: walrelay "wr.", Debezium "dbz.".
 func topicPrefix(relay string) string {
-	if relay == relayDebezium {
+	switch relay {
+	case relayDebezium:
 		return "dbz."
+	case relayEOS:
+		return "wreos."
 	}
 	return "wr."
 }

@@ -81,8 +81,11 @@ func (b *bench) startRelay(ctx context.Context, relay, slot string, endpos pglog
 		r.t0 = time.Now()
 		r.proc, err = rig.StartProc(relayRecv, filepath.Join(b.logDir("logs"), slot+".log"), nil,
 			append([]string{b.recvBin()}, recvArgs(b.dsn, slot, slot, endpos)...)...)
-	case relayWalrelay, relayNull:
+	case relayWalrelay, relayNull, relayEOS:
 		args := b.walrelayArgs(slot, slot, relay == relayNull, profile)
+		if relay == relayEOS {
+			args = append(args, "--exactly-once", "--topic", topicPrefix(relay)+"${aggregatetype}", "--checkpoint-topic", "wreos.checkpoints")
+		}
 		if b.httpAddr {
 			port, err := proc.FreePort()
 			if err != nil {

@@ -38,7 +38,7 @@ func (b *bench) runW1(ctx context.Context) error {
 		}
 		var topics []string
 		for _, r := range b.cfg.relays {
-			if r == relayWalrelay || r == relayDebezium {
+			if r == relayWalrelay || r == relayEOS || r == relayDebezium {
 				topics = append(topics, topicPrefix(r)+wl)
 			}
 		}
@@ -167,7 +167,7 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 		profile, _ = filepath.Abs(fmt.Sprintf("%s-%s-%s.pprof", b.base, wl, relay))
 		d.Profile = filepath.Base(profile)
 	}
-	kafka := relay == relayWalrelay || relay == relayDebezium
+	kafka := relay == relayWalrelay || relay == relayEOS || relay == relayDebezium
 	topic := topicPrefix(relay) + wl
 
 	d.LoadBefore = rig.LoadAvg()

@@ -22,7 +22,7 @@ import (
 // runW2 runs walrelay, then Debezium, each on a fresh slot, at each rate.
 func (b *bench) runW2(ctx context.Context) error {
 	var errs []error
-	for _, relay := range []string{relayWalrelay, relayDebezium} {
+	for _, relay := range []string{relayWalrelay, relayEOS, relayDebezium} {
 		if !b.cfg.has(relay) || ctx.Err() != nil {
 			continue
 		}
@@ -231,7 +231,10 @@ type latencyConsumer struct {
 
 func newLatencyConsumer(ctx context.Context, brokers []string, topic string) (*latencyConsumer, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond),
+		// N.B. read_committed, as a consumer of walrelay --exactly-once must
+		// read: a non-transactional producer's records are seen as soon.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return nil, err
 	}

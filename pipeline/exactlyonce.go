@@ -1,0 +1,37 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// checkpointSource names the slot for the exactly-once checkpoint key: the
+// slot, and the server's system identifier and database as IDENTIFY_SYSTEM
+// reports them on a replication connection (what the role streams with
+// needs no other privilege).
+func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, error) {
+	pc, err := pgconn.ParseConfig(rc.ConnString)
+	if err != nil {
+		return sink.Source{}, fmt.Errorf("%w: PostgreSQL connection string", replication.ErrSetup)
+	}
+	pc.RuntimeParams["replication"] = "database"
+	if pc.RuntimeParams["application_name"] == "" {
+		pc.RuntimeParams["application_name"] = "walrelay"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return sink.Source{}, fmt.Errorf("connect for replication: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	id, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return sink.Source{}, fmt.Errorf("identify system: %w", err)
+	}
+	return sink.Source{Slot: rc.Slot, Database: id.DBName, SystemID: id.SystemID}, nil
+}

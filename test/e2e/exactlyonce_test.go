@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// eosHistory reads back e's topics and checkpoint topic with a
+// read_committed consumer to the last stable offsets, once the slot
+// confirmed every committed event, and judges them: each event exactly
+// once, and every PostgreSQL transaction whole in one Kafka transaction
+// with its checkpoint.
+func eosHistory(t *testing.T, e *harness.Env, wit *harness.Witness, w *harness.Workload) (harness.Report, harness.TxReport) {
+	t.Helper()
+	events, err := harness.Events(e.CommittedRows(t), wit.CommitEnds(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last pglogrepl.LSN
+	for _, ev := range events {
+		last = max(last, ev.CommitEnd)
+	}
+	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("walrelay to confirm the last commit (%s)", last), func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= last
+	})
+	all, control := e.Bed.ConsumeAllCommitted(t, append(e.Topics(), e.CheckpointTopic()), time.Second)
+	var data []*kgo.Record
+	for _, r := range all {
+		if r.Topic != e.CheckpointTopic() {
+			data = append(data, r)
+		}
+	}
+	rep := harness.Check(harness.History{Committed: events, Records: harness.FromKafka(data), RolledBack: w.RolledBack()})
+	txr := harness.CheckTransactions(all, e.CheckpointTopic(), e.CheckpointKey(t), events)
+	t.Logf("RESULT %s %s %s markers=%d", t.Name(), rep, txr, len(control))
+	if !rep.OK() || rep.Duplicates != 0 {
+		t.Errorf("read_committed consumer: %s (want lost, phantom, order violations and duplicates 0)", rep.Summary())
+	}
+	if !txr.OK() {
+		t.Errorf("transactions: %s\n  %s", txr, strings.Join(txr.Problems, "\n  "))
+	}
+	if txr.KafkaTxns < 2 {
+		t.Errorf("%d kafka transactions with records: the test wants several", txr.KafkaTxns)
+	}
+	return rep, txr
+}
+
+// TestExactlyOnce: --exactly-once under a workload with rollbacks and a
+// graceful restart midway: a read_committed consumer reads every committed
+// event exactly once, each PostgreSQL transaction whole in one Kafka
+// transaction with its checkpoint; the slot is confirmed to the last
+// commit.
+func TestExactlyOnce(t *testing.T) {
+	e := harness.NewEnv(t, relayBin)
+	e.ExactlyOnce()
+	wit := harness.NewWitness(t, e)
+	w := &harness.Workload{Writers: 3, Events: 6000, Aggregates: 100, MaxTxRows: 10, Rollback: 0.1, Business: 0.3, Pause: time.Millisecond}
+	w.Prepare(t, e)
+	relay := e.StartRelay(t)
+	relay.WaitStreaming()
+	writing := w.Start(e)
+	harness.WaitFor(t, time.Minute, "half of the events", func() bool { return w.Committed() >= 3000 })
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+	relay = e.StartRelay(t)
+	if err := writing.Wait(); err != nil {
+		t.Fatalf("writers: %v", err)
+	}
+	_, txr := eosHistory(t, e, wit, w)
+	if !strings.Contains(relay.Log(), `"exactly-once: checkpoint read`) {
+		t.Errorf("walrelay's log has no checkpoint line")
+	}
+	rp := &relayProc{Relay: relay, t: t}
+	committed := rp.Metric(`walrelay_kafka_transactions_total{outcome="committed"}`)
+	if committed < 1 || committed > float64(txr.KafkaTxns) {
+		t.Errorf("walrelay_kafka_transactions_total{outcome=\"committed\"} = %v, want 1 to the %d kafka transactions a consumer reads", committed, txr.KafkaTxns)
+	}
+	if lag, cp := rp.Metric("walrelay_checkpoint_lag_bytes"), rp.Metric("walrelay_checkpoint_lsn"); cp == 0 || lag != 0 {
+		t.Errorf("walrelay_checkpoint_lsn %v, walrelay_checkpoint_lag_bytes %v once idle; want a position and 0", cp, lag)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestExactlyOnceSkipsWhatCheckpointCovers: walrelay's status updates
+// never reach PostgreSQL (a proxy drops them), so the slot stays where it
+// was while Kafka transactions commit; walrelay is killed, and a second
+// walrelay starts from the old slot position. It must produce nothing the
+// checkpoint covers: each event once. At-least-once would send every event
+// again.
+func TestExactlyOnceSkipsWhatCheckpointCovers(t *testing.T) {
+	e := harness.NewEnv(t, relayBin)
+	e.ExactlyOnce()
+	wit := harness.NewWitness(t, e)
+	w := &harness.Workload{Writers: 2, Events: 3000, Aggregates: 50, MaxTxRows: 5, Pause: time.Millisecond}
+	w.Prepare(t, e)
+	proxy := harness.NewPGProxy(t, harness.PGHostPort(t, e.DSN))
+	proxy.Drop(harness.PGStatusUpdate)
+	relay := e.StartRelay(t, "--pg-url", harness.DSNVia(t, e.DSN, proxy.Addr(), nil))
+	relay.WaitStreaming()
+	before := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
+	if err := w.Run(t.Context(), e); err != nil {
+		t.Fatalf("writers: %v", err)
+	}
+	// Every event is in a committed Kafka transaction: read_committed
+	// shows them all, while the slot has not moved.
+	harness.WaitFor(t, time.Minute, "the events in committed kafka transactions", func() bool {
+		recs, _ := e.Bed.ConsumeAllCommitted(t, e.Topics(), 0)
+		return len(recs) >= int(w.Committed())
+	})
+	relay.Kill()
+	if now := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN; now != before {
+		t.Fatalf("the slot moved from %s to %s although its status updates were dropped: the test proves nothing", before, now)
+	}
+	relay = e.StartRelay(t)
+	eosHistory(t, e, wit, w)
+	if !strings.Contains(relay.Log(), `"exactly-once: skipping the transactions the checkpoint covers"`) {
+		t.Errorf("the second walrelay logged no skipped transactions")
+	}
+	if n := (&relayProc{Relay: relay, t: t}).Metric("walrelay_transactions_skipped_total"); n < 1 {
+		t.Errorf("walrelay_transactions_skipped_total = %v, want the transactions the checkpoint covered", n)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestExactlyOnceRefusals: what cannot be exactly-once is refused at start
+// with exit 2 and the fix, and `check` says so: a checkpoint topic that is
+// not compacted, a transaction timeout the broker refuses, and one not
+// above the delivery timeout. Nothing is produced.
+func TestExactlyOnceRefusals(t *testing.T) {
+	e := newEnv(t)
+	deleting := "walrelay.checkpoints.delete." + e.Prefix
+	e.Bed.CreateTopicWith(t, deleting, 1, map[string]string{"cleanup.policy": "delete"})
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'a1', 'created', '{}')`, harness.NewUUID(), e.AggType(0))
+	cases := []struct {
+		name, flag, value, want string
+	}{
+		{"delete policy", "--checkpoint-topic", deleting, "cleanup.policy=delete: set it to compact"},
+		{"timeout above the broker's maximum", "--kafka-transaction-timeout", "20m", "lower --kafka-transaction-timeout"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := runOnce(t, nil, e.runArgs("run", "--exactly-once", c.flag, c.value)...)
+			if code != 2 || !strings.Contains(out, c.want) {
+				t.Errorf("walrelay run --exactly-once %s %s: exit %d, want 2 with %q; output:\n%s", c.flag, c.value, code, c.want, out)
+			}
+			code, out = runOnce(t, nil, e.runArgs("check", "--exactly-once", c.flag, c.value)...)
+			if code != 2 || !strings.Contains(out, "FAIL") {
+				t.Errorf("walrelay check --exactly-once %s %s: exit %d, want 2 with a FAIL line; output:\n%s", c.flag, c.value, code, out)
+			}
+		})
+	}
+	code, out := runOnce(t, nil, e.runArgs("run", "--exactly-once", "--kafka-transaction-timeout", "1m", "--kafka-delivery-timeout", "2m")...)
+	if code != 2 || !strings.Contains(out, "is not above --kafka-delivery-timeout") {
+		t.Errorf("transaction timeout below the delivery timeout: exit %d, want 2 naming both; output:\n%s", code, out)
+	}
+	code, out = runOnce(t, nil, e.runArgs("check", "--exactly-once")...)
+	if code != 0 || !strings.Contains(out, "PASS  Kafka transactions") || !strings.Contains(out, "PASS  checkpoint topic") {
+		t.Errorf("walrelay check --exactly-once: exit %d, want 0 with the transactions and checkpoint topic checks passed; output:\n%s", code, out)
+	}
+	if recs := e.Bed.ConsumeAll(t, e.Topics(), 0); len(recs) != 0 {
+		t.Errorf("%d records produced by refused runs", len(recs))
+	}
+}
+
+// TestExactlyOnceTransactionTooLong: a PostgreSQL transaction that cannot
+// be relayed within 3/4 of --kafka-transaction-timeout (Kafka reached
+// through a proxy at 1 MB/s, a 10 MB transaction, an 8s timeout): walrelay
+// aborts the Kafka transaction and stops with exit 2, naming the
+// transaction and the setting to raise. A read_committed consumer sees
+// none of it, and the slot is not confirmed past it; the transaction
+// before it is delivered.
+func TestExactlyOnceTransactionTooLong(t *testing.T) {
+	e := harness.NewEnv(t, relayBin)
+	e.ExactlyOnce()
+	wit := harness.NewWitness(t, e)
+	proxy := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
+	relay := e.StartRelay(t, "--brokers", proxy.Addr(), "--kafka-compression", "none", "--max-inflight-bytes", "2097152",
+		"--kafka-delivery-timeout", "5s", "--kafka-transaction-timeout", "8s")
+	relay.WaitStreaming()
+	small := harness.NewUUID()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'a1', 'created', '{}')`, small, e.AggType(0))
+	harness.WaitFor(t, time.Minute, "the small transaction in Kafka", func() bool {
+		recs, _ := e.Bed.ConsumeAllCommitted(t, e.Topics(), 0)
+		return len(recs) == 1
+	})
+	proxy.SetRate(1 << 20)
+	var xid uint32
+	e.Bed.QueryRow(t, e.DSN, `WITH ins AS (INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+		SELECT gen_random_uuid(), $1, 'a' || (i % 50), 'created', jsonb_build_object('pad', repeat(md5(i::text), 32))
+		FROM generate_series(1, 10000) i RETURNING 1) SELECT txid_current()::bigint::int FROM ins LIMIT 1`, e.AggType(1)).Scan(&xid)
+	code := relay.Wait(2 * time.Minute)
+	log := relay.Log()
+	if code != 2 || !strings.Contains(log, "too long for one kafka transaction") || !strings.Contains(log, fmt.Sprintf("xid %d", xid)) ||
+		!strings.Contains(log, "raise --kafka-transaction-timeout") {
+		t.Errorf("walrelay exit %d, want 2 with an error naming xid %d and --kafka-transaction-timeout", code, xid)
+	}
+	ends := wit.CommitEnds(t)
+	proxy.SetRate(0)
+	recs, _ := e.Bed.ConsumeAllCommitted(t, e.Topics(), time.Second)
+	var big int
+	for _, r := range harness.FromKafka(recs) {
+		if r.ID != small {
+			big++
+		}
+	}
+	slot := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
+	t.Logf("RESULT %s exit=%d records_of_the_big_transaction=%d slot=%s big_end=%s", t.Name(), code, big, slot, ends[xid])
+	if big != 0 {
+		t.Errorf("a read_committed consumer reads %d records of the transaction that was too long, want 0", big)
+	}
+	if end, ok := ends[xid]; !ok || slot >= end {
+		t.Errorf("slot confirmed at %s, want below the big transaction's end %s", slot, end)
+	}
+}
+
+// TestExactlyOnceDeadLetterInTransaction: a PostgreSQL transaction with a
+// poison row between two good ones: the dead-letter record is written in
+// the same Kafka transaction as the good records and the checkpoint (one
+// producer id and epoch, Kafka 4 bumping the epoch per transaction), and
+// a read_committed consumer reads each once.
+func TestExactlyOnceDeadLetterInTransaction(t *testing.T) {
+	e := harness.NewEnv(t, relayBin)
+	e.Bed.Exec(t, e.DSN, looseOutbox)
+	e.ExactlyOnce()
+	dlq := e.Prefix + ".dlq"
+	relay := e.StartRelay(t, "--dlq-topic", dlq)
+	relay.WaitStreaming()
+	good1, poison, good2 := harness.NewUUID(), harness.NewUUID(), harness.NewUUID()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $4, 'a1', 'T', '{"seq": 1}'), ($2, $4, NULL, 'T', '{}'), ($3, $4, 'a1', 'T', '{"seq": 2}')`,
+		good1, poison, good2, e.AggType(0))
+	topics := append(e.Topics(), dlq, e.CheckpointTopic())
+	var recs []*kgo.Record
+	harness.WaitFor(t, time.Minute, "two records, a dead letter and a checkpoint", func() bool {
+		recs, _ = e.Bed.ConsumeAllCommitted(t, topics, 0)
+		return len(recs) >= 4
+	})
+	time.Sleep(time.Second)
+	recs, _ = e.Bed.ConsumeAllCommitted(t, topics, time.Second)
+	key := e.CheckpointKey(t)
+	type txnID struct {
+		pid   int64
+		epoch int16
+	}
+	byID := map[string]txnID{}
+	var checkpoints []txnID
+	for _, r := range recs {
+		id := txnID{r.ProducerID, r.ProducerEpoch}
+		if !r.Attrs.IsTransactional() {
+			t.Errorf("record at %s[%d]@%d was not written in a transaction", r.Topic, r.Partition, r.Offset)
+		}
+		switch r.Topic {
+		case e.CheckpointTopic():
+			if string(r.Key) == key {
+				checkpoints = append(checkpoints, id)
+			}
+		case dlq:
+			ev, _ := harness.Header(r, "walrelay.event.id")
+			byID["dead:"+ev] = id
+		default:
+			ev, _ := harness.Header(r, "id")
+			byID[ev] = id
+		}
+	}
+	t.Logf("RESULT %s records=%d transactions=%v checkpoints=%v", t.Name(), len(recs), byID, checkpoints)
+	want, ok := byID[good1]
+	if !ok || len(byID) != 3 || byID[good2] != want || byID["dead:"+poison] != want {
+		t.Errorf("want the two good records and the dead letter of %s once each in one kafka transaction, got %v", poison, byID)
+	}
+	if len(checkpoints) != 1 || checkpoints[0] != want {
+		t.Errorf("want one checkpoint in the records' kafka transaction %v, got %v", want, checkpoints)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+}
