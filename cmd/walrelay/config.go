@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -55,6 +56,37 @@ type config struct {
 	recreateLost    bool
 	kafka           kafkaSecurity
 	pgURLFile       string
+	checkpointTopic string
+	slotFailover    failoverFlag
+	recreateMissing bool
+}
+
+// failoverFlag is --slot-failover: unset (auto), true or false; a bare
+// --slot-failover is true.
+type failoverFlag struct{ mode replication.FailoverMode }
+
+func (f *failoverFlag) IsBoolFlag() bool { return true }
+func (f *failoverFlag) String() string {
+	switch f.mode {
+	case replication.FailoverOn:
+		return "true"
+	case replication.FailoverOff:
+		return "false"
+	}
+	return "auto"
+}
+func (f *failoverFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "auto", "":
+		f.mode = replication.FailoverAuto
+	case "true", "1", "on", "t":
+		f.mode = replication.FailoverOn
+	case "false", "0", "off", "f":
+		f.mode = replication.FailoverOff
+	default:
+		return fmt.Errorf("want true, false or auto")
+	}
+	return nil
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -100,6 +132,9 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.BoolVar(&cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
 	fs.Int64Var(&cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
 	fs.BoolVar(&cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
+	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", marker.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot with a marker that has gone missing is never created again), created with cleanup.policy=compact under --create-topics")
+	fs.Var(&cfg.slotFailover, "slot-failover", "create the slot as a failover slot, synchronized to standbys with sync_replication_slots, and make an existing one such a slot before streaming (PostgreSQL 17+; auto: on 17+, off before; true on an older server is refused)")
+	fs.BoolVar(&cfg.recreateMissing, "recreate-missing-slot", false, "create the slot again when it is missing although walrelay streamed from it (dropped, or lost in a failover): events committed since its last confirmed position are LOST; use once, after deciding to accept that gap")
 	fs.BoolVar(&cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
 	fs.StringVar(&cfg.kafka.caFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
 	fs.StringVar(&cfg.kafka.certFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
@@ -219,16 +254,18 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	// N.B. the stages and the relay around them (watch loop, health, drain)
 	// all read these effective values.
 	rc := replication.Config{
-		ConnString:       c.pgURL,
-		Slot:             c.slot,
-		Publication:      c.publication,
-		Tables:           tables,
-		Create:           c.create,
-		StatusInterval:   c.statusInterval,
-		ShutdownTimeout:  c.shutdownTimeout,
-		RecreateLostSlot: c.recreateLost,
-		MaxMessageBytes:  c.pgMaxMessage,
-		ReadWait:         c.readWait,
+		ConnString:          c.pgURL,
+		Slot:                c.slot,
+		Publication:         c.publication,
+		Tables:              tables,
+		Create:              c.create,
+		StatusInterval:      c.statusInterval,
+		ShutdownTimeout:     c.shutdownTimeout,
+		RecreateLostSlot:    c.recreateLost,
+		MaxMessageBytes:     c.pgMaxMessage,
+		ReadWait:            c.readWait,
+		SlotFailover:        c.slotFailover.mode,
+		RecreateMissingSlot: c.recreateMissing,
 	}.WithDefaults()
 	dc := decode.Config{
 		Tables:         tables,
@@ -271,6 +308,9 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	}
 	if c.lagWarnBytes < 0 {
 		errs = append(errs, fmt.Errorf("--lag-warn-bytes %d: want 0 (never) or more", c.lagWarnBytes))
+	}
+	if c.checkpointTopic == "" {
+		errs = append(errs, fmt.Errorf("--checkpoint-topic is empty: name a compacted topic (default %s)", marker.DefaultTopic))
 	}
 	if c.logFormat != "json" && c.logFormat != "console" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", c.logFormat))
@@ -321,7 +361,14 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 
 // pipeline is the relay's configuration: the stages' and what runs them.
 func (c *command) pipeline() pipeline.Config {
-	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes}
+	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes, Marker: c.markerConfig()}
+}
+
+// markerConfig is where the slot markers are kept: the sink's Kafka, the
+// --checkpoint-topic.
+func (c *command) markerConfig() marker.Config {
+	return marker.Config{Brokers: c.sc.Brokers, Opts: c.sc.Opts, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
+		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
 }
 
 func indent(err error) string {
