@@ -80,6 +80,10 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Store, error) {
 		return nil, fmt.Errorf("create marker client: %w", err)
 	}
 	s := &Store{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: log.Named("marker")}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("reach kafka at %s: %w", strings.Join(cfg.Brokers, ","), err)
+	}
 	if err := s.ensureTopic(ctx); err != nil {
 		cl.Close()
 		return nil, err

@@ -177,3 +177,33 @@ func runCmd(t *testing.T, e *env, cmd string, args ...string) (string, int) {
 	code := p.Wait(time.Minute)
 	return p.Log(), code
 }
+
+// TestExistingSlotBecomesFailoverSlot: on PostgreSQL 17 an existing slot
+// that is not a failover slot is made one (ALTER_REPLICATION_SLOT) before
+// walrelay streams it; check says what it will do before.
+func TestExistingSlotBecomesFailoverSlot(t *testing.T) {
+	t.Parallel()
+	pair := testbed.StartPGPair(t, "17")
+	e := failoverEnv(t, pair)
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
+	out, _ := runCmd(t, e, "check")
+	if want := "is not a failover slot: walrelay run makes it one before streaming (ALTER_REPLICATION_SLOT"; !strings.Contains(out, want) {
+		t.Errorf("walrelay check does not say %q:\n%s", want, out)
+	}
+	relay := e.startRelay(t)
+	relay.WaitStreaming()
+	var failover bool
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&failover); err != nil {
+		t.Fatal(err)
+	}
+	if !failover {
+		t.Errorf("slot %s is not a failover slot after walrelay started", e.Slot)
+	}
+	harness.WaitFor(t, 2*time.Minute, "the slot to be synchronized to the standby", func() bool {
+		ready, _ := standbySlot(t, e, pair.StandbyURL("failover"))
+		return ready
+	})
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}

@@ -71,3 +71,89 @@ func TestDroppedSlotIsNotRecreated(t *testing.T) {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
 }
+
+// TestCheckpointTopicMustBeCompacted: the slot markers need a compacted
+// topic: a deleting one, or a missing one under --create-topics=false,
+// stops walrelay with exit 2 and the command that fixes it, before any slot
+// is created; with --create-topics walrelay creates it compacted.
+func TestCheckpointTopicMustBeCompacted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	deleting := e.Prefix + ".checkpoints-delete"
+	e.Bed.CreateTopicWith(t, deleting, 1, map[string]string{"cleanup.policy": "delete"})
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"deleting topic", []string{"--checkpoint-topic", deleting}, "--add-config cleanup.policy=compact"},
+		{"missing topic, --create-topics=false", []string{"--checkpoint-topic", e.Prefix + ".checkpoints-missing", "--create-topics=false"}, "--config cleanup.policy=compact"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			relay := e.startRelay(t, tc.args...)
+			if code := relay.Wait(time.Minute); code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if !strings.Contains(relay.Log(), tc.want) {
+				t.Errorf("walrelay's output lacks %q; log:\n%s", tc.want, relay.Log())
+			}
+			if e.Bed.Slot(t, e.DSN, e.Slot).Exists {
+				t.Errorf("walrelay created slot %s", e.Slot)
+			}
+		})
+	}
+	created := e.Prefix + ".checkpoints-created"
+	relay := e.startRelay(t, "--checkpoint-topic", created)
+	relay.WaitStreaming()
+	recs := e.Bed.ConsumeAll(t, []string{created}, time.Second)
+	if len(recs) == 0 {
+		t.Fatalf("no marker record in %s", created)
+	}
+	if want := "marker/"; !strings.HasPrefix(string(recs[0].Key), want) || !strings.HasSuffix(string(recs[0].Key), "/"+e.Slot) {
+		t.Errorf("marker key %q, want marker/<system>/<database>/%s", recs[0].Key, e.Slot)
+	}
+	out, code := runCmd(t, e, "check", "--checkpoint-topic", created)
+	if code != 0 || !strings.Contains(out, "PASS  checkpoint topic "+created+": exists, 1 partition(s), cleanup.policy=compact") {
+		t.Errorf("walrelay check (exit %d) does not pass the created topic:\n%s", code, out)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// TestSlotFailoverFlag: --slot-failover=true on a server without failover
+// slots (before 17) stops with exit 2 naming the version; on 17+ the slot
+// is created as a failover slot (pg_replication_slots.failover).
+func TestSlotFailoverFlag(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var num int
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT current_setting('server_version_num')::int`).Scan(&num); err != nil {
+		t.Fatal(err)
+	}
+	relay := e.startRelay(t, "--slot-failover=true")
+	if num < 170000 {
+		if code := relay.Wait(time.Minute); code != 2 {
+			t.Errorf("exit code %d on PostgreSQL %d, want 2", code, num)
+		}
+		if want := "has no failover slots"; !strings.Contains(relay.Log(), want) {
+			t.Errorf("walrelay's output lacks %q; log:\n%s", want, relay.Log())
+		}
+		if e.Bed.Slot(t, e.DSN, e.Slot).Exists {
+			t.Errorf("walrelay created slot %s", e.Slot)
+		}
+		return
+	}
+	relay.WaitStreaming()
+	var failover bool
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&failover); err != nil {
+		t.Fatal(err)
+	}
+	if !failover {
+		t.Errorf("slot %s is not a failover slot", e.Slot)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
