@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/test/harness"
@@ -49,6 +50,21 @@ func standbySlot(t *testing.T, e *env, url string) (ready bool, confirmed string
 // primary has is in Kafka (lost 0, phantom 0, per-key order).
 func TestFailoverToStandbyLosesNothing(t *testing.T) {
 	t.Parallel()
+	failover(t, false)
+}
+
+// TestFailoverFromLaggingSyncedSlot: the same failover when the standby's
+// copy of the slot is behind what walrelay confirmed on the primary (slot
+// synchronization is turned off on the standby while walrelay goes on
+// confirming): walrelay resumes from the synchronized
+// position, logs the distance, and loses nothing; the events in between
+// come again as duplicates.
+func TestFailoverFromLaggingSyncedSlot(t *testing.T) {
+	t.Parallel()
+	failover(t, true)
+}
+
+func failover(t *testing.T, lagging bool) {
 	pair := testbed.StartPGPair(t, "17")
 	e := failoverEnv(t, pair)
 	standbyURL := pair.StandbyURL("failover")
@@ -79,6 +95,23 @@ func TestFailoverToStandbyLosesNothing(t *testing.T) {
 	}
 
 	c.WaitFor(300, 2*time.Minute)
+	if lagging {
+		// N.B. the standby still receives and flushes WAL (the primary's
+		// synchronized_standby_slots is satisfied) and keeps the slot, at
+		// the position last synchronized.
+		pair.StopSlotSync(t)
+		_, s := standbySlot(t, e, standbyURL)
+		paused, err := pglogrepl.ParseLSN(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		harness.WaitFor(t, time.Minute, "walrelay to confirm past the standby's copy of the slot", func() bool {
+			return e.Bed.Slot(t, pair.PrimaryURL("failover"), e.Slot).ConfirmedFlushLSN > paused
+		})
+		// N.B. walrelay refreshes its marker every 5 s: one refresh
+		// past the standby's copy.
+		time.Sleep(6 * time.Second)
+	}
 	_, syncedAt := standbySlot(t, e, standbyURL)
 	killed := time.Now()
 	pair.KillPrimary(t)
@@ -106,9 +139,15 @@ func TestFailoverToStandbyLosesNothing(t *testing.T) {
 	if n := strings.Count(relay.Log(), `"msg":"created replication slot"`); n != 1 {
 		t.Errorf("walrelay created the slot %d times, want once (before the failover)", n)
 	}
-	t.Logf("FIGURES pg=%s events=%d duplicates=%d kill_to_promoted=%s kill_to_streaming=%s standby_slot_at_kill=%s resumed_behind_log=%v",
-		pair.Standby.Version, len(rows), v.Duplicates, promoted.Round(time.Millisecond), resumed.Round(time.Millisecond), syncedAt,
-		strings.Contains(relay.Log(), "the slot is behind the position walrelay confirmed"))
+	behind := strings.Contains(relay.Log(), "the slot is behind the position walrelay confirmed on it before")
+	if lagging && !behind {
+		t.Errorf("walrelay resumed from a synchronized slot behind its marker without logging the distance; log:\n%s", relay.Log())
+	}
+	if lagging && v.Duplicates == 0 {
+		t.Errorf("no duplicates after resuming from a synchronized slot behind what walrelay confirmed: the events in between were skipped or the slot was not behind")
+	}
+	t.Logf("FIGURES pg=%s lagging=%v events=%d duplicates=%d kill_to_promoted=%s kill_to_streaming=%s standby_slot_at_kill=%s logged_behind=%v",
+		pair.Standby.Version, lagging, len(rows), v.Duplicates, promoted.Round(time.Millisecond), resumed.Round(time.Millisecond), syncedAt, behind)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}

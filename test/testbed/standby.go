@@ -118,7 +118,17 @@ func StartPGPair(t testing.TB, major string) *PGPair {
 		"-c", "hot_standby_feedback=on",
 	)
 	if sync {
-		standby.Args = append(standby.Args, "-c", "sync_replication_slots=on")
+		// N.B. in postgresql.auto.conf rather than on the command line, so
+		// that StopSlotSync can turn it off with ALTER SYSTEM.
+		auto := filepath.Join(standby.DataDir, "postgresql.auto.conf")
+		f, err := os.OpenFile(auto, os.O_APPEND|os.O_WRONLY, 0o600)
+		if err == nil {
+			_, err = f.WriteString("sync_replication_slots = 'on'\n")
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			t.Fatalf("testbed: turn on slot synchronization on the standby: %v", err)
+		}
 		// N.B. only the primary waits for the standby: after a promotion
 		// the new primary has no standby (and no such slot).
 		primary.Args = append(primary.Args, "-c", "synchronized_standby_slots="+StandbySlot)
@@ -206,6 +216,36 @@ func (p *PGPair) WaitReplayed(t testing.TB) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("testbed: the standby did not replay %s within a minute; its log:\n%s", lsn, tail(p.Standby.LogPath, 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StopSlotSync turns slot synchronization off on the standby
+// (sync_replication_slots = off, reloaded): the standby keeps the slots it
+// has synchronized, at the positions they have.
+func (p *PGPair) StopSlotSync(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	conn := connectPG(t, p.Standby.URL)
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER SYSTEM SET sync_replication_slots = off`); err != nil {
+		t.Fatalf("testbed: turn off slot synchronization: %v", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
+		t.Fatalf("testbed: reload the standby's configuration: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'slot sync worker'`).Scan(&n); err != nil {
+			t.Fatalf("testbed: look for the slot sync worker: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testbed: the standby's slot sync worker still runs 30 s after sync_replication_slots was turned off")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
