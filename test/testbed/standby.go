@@ -29,6 +29,8 @@ type PGPair struct {
 	Major            string
 	Primary, Standby *pgState
 	dir              string
+	base             []string // the servers' arguments before a role's
+	sync             bool     // 17+: slot synchronization
 }
 
 // StartPGPair starts a primary and a standby of PostgreSQL major (the
@@ -75,8 +77,42 @@ func StartPGPair(t testing.TB, major string) *PGPair {
 	}
 	p.Primary = primary
 	sync := pgMajorNum(primary.Version) >= 17
+	p.base = primary.Args
+	p.sync = sync
+	sdir := filepath.Join(dir, "standby", "pg")
+	standby := *primary
+	standby.DataDir = filepath.Join(sdir, "data")
+	standby.SocketDir = filepath.Join(sdir, "sock")
+	standby.LogPath = filepath.Join(sdir, "postgres.log")
+	if standby.Port, err = freePort(); err != nil {
+		t.Fatal(err)
+	}
+	standby.URL = strings.Replace(primary.URL, ":"+strconv.Itoa(primary.Port)+"/", ":"+strconv.Itoa(standby.Port)+"/", 1)
+	u, err := lookupUser(primary.OSUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(standby.SocketDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.chown(sdir, standby.SocketDir); err != nil {
+		t.Fatal(err)
+	}
+	p.Standby = &standby
+	p.seed(t)
+	t.Logf("testbed: PostgreSQL %s primary on port %d, standby on port %d (slot sync: %v)", primary.Version, primary.Port, standby.Port, sync)
+	return p
+}
+
+// seed makes p.Standby a fresh standby of p.Primary, which runs and is
+// stopped cleanly for the copy of its data directory, and starts both.
+func (p *PGPair) seed(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	primary, standby := p.Primary, p.Standby
 	conn := connectPG(t, primary.URL)
-	_, err = conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true)`, StandbySlot)
+	_, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true)
+		WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, StandbySlot)
 	conn.Close(ctx)
 	if err != nil {
 		t.Fatalf("testbed: create the standby's physical slot: %v", err)
@@ -84,40 +120,36 @@ func StartPGPair(t testing.TB, major string) *PGPair {
 	if err := primary.stop(); err != nil {
 		t.Fatalf("testbed: stop the primary to copy its data directory: %v", err)
 	}
-
 	u, err := lookupUser(primary.OSUser)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdir := filepath.Join(dir, "standby", "pg")
-	standby := *primary
-	standby.DataDir = filepath.Join(sdir, "data")
-	standby.SocketDir = filepath.Join(sdir, "sock")
-	standby.LogPath = filepath.Join(sdir, "postgres.log")
-	if err := os.MkdirAll(standby.SocketDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.chown(sdir, standby.SocketDir); err != nil {
+	if err := os.RemoveAll(standby.DataDir); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("cp", "-a", primary.DataDir, standby.DataDir).CombinedOutput(); err != nil {
 		t.Fatalf("testbed: copy the primary's data directory: %v\n%s", err, out)
 	}
+	// N.B. the primary's slots are not the standby's: it synchronizes the
+	// failover slots itself.
+	slots, _ := filepath.Glob(filepath.Join(standby.DataDir, "pg_replslot", "*"))
+	for _, s := range slots {
+		if err := os.RemoveAll(s); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := writeOwned(filepath.Join(standby.DataDir, "standby.signal"), nil, 0o600, u); err != nil {
 		t.Fatal(err)
 	}
-	if standby.Port, err = freePort(); err != nil {
-		t.Fatal(err)
-	}
-	standby.URL = strings.Replace(primary.URL, ":"+strconv.Itoa(primary.Port)+"/", ":"+strconv.Itoa(standby.Port)+"/", 1)
-	standby.Args = replaceArgs(primary.Args, map[string]string{"-D": standby.DataDir, "-p": strconv.Itoa(standby.Port), "-k": standby.SocketDir})
+	primary.Args = replaceArgs(p.base, map[string]string{"-D": primary.DataDir, "-p": strconv.Itoa(primary.Port), "-k": primary.SocketDir})
+	standby.Args = replaceArgs(p.base, map[string]string{"-D": standby.DataDir, "-p": strconv.Itoa(standby.Port), "-k": standby.SocketDir})
 	standby.Args = append(standby.Args,
 		"-c", fmt.Sprintf("primary_conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres application_name=standby", primary.Port),
 		"-c", "primary_slot_name="+StandbySlot,
 		"-c", "hot_standby=on",
 		"-c", "hot_standby_feedback=on",
 	)
-	if sync {
+	if p.sync {
 		// N.B. in postgresql.auto.conf rather than on the command line, so
 		// that StopSlotSync can turn it off with ALTER SYSTEM.
 		auto := filepath.Join(standby.DataDir, "postgresql.auto.conf")
@@ -130,19 +162,29 @@ func StartPGPair(t testing.TB, major string) *PGPair {
 			t.Fatalf("testbed: turn on slot synchronization on the standby: %v", err)
 		}
 		// N.B. only the primary waits for the standby: after a promotion
-		// the new primary has no standby (and no such slot).
+		// the new primary has no standby until one is seeded again.
 		primary.Args = append(primary.Args, "-c", "synchronized_standby_slots="+StandbySlot)
 	}
 	if err := primary.launch(ctx, false); err != nil {
-		t.Fatalf("testbed: restart the primary: %v", err)
+		t.Fatalf("testbed: start the primary: %v", err)
 	}
-	p.Standby = &standby
 	if err := standby.launch(ctx, false); err != nil {
 		t.Fatalf("testbed: start the standby: %v", err)
 	}
 	p.WaitReplayed(t)
-	t.Logf("testbed: PostgreSQL %s primary on port %d, standby on port %d (slot sync: %v)", primary.Version, primary.Port, standby.Port, sync)
-	return p
+}
+
+// Rebuild makes the old primary (killed, its standby promoted) the standby
+// of the new one: the new primary is stopped cleanly (clients see a
+// restart), its data directory copied over the old one's, and both started.
+func (p *PGPair) Rebuild(t testing.TB) {
+	t.Helper()
+	p.Primary.kill()
+	p.Primary, p.Standby = p.Standby, p.Primary
+	if err := os.Remove(filepath.Join(p.Primary.DataDir, "standby.signal")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	p.seed(t)
 }
 
 // replaceArgs returns args with the value after each flag in vals replaced.
