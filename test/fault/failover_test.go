@@ -32,6 +32,7 @@ func TestFailoverRoundTrips(t *testing.T) {
 	pair.WaitReplayed(t)
 	e := &harness.Env{Bed: bed, Bin: relayBin, DSN: pair.URL(db), Slot: "s_" + harness.Uniq(), Pub: "p_" + harness.Uniq(), Prefix: "t" + harness.Uniq()}
 	w := defaultWorkload(0)
+	w.Writers, w.Pause = 2, 5*time.Millisecond
 	w.Prepare(t, e)
 	relay := e.StartRelay(t)
 	relay.WaitStreaming()
@@ -49,6 +50,7 @@ func TestFailoverRoundTrips(t *testing.T) {
 	}
 	var resumed []string
 	for i := 0; i < rounds; i++ {
+		begin := time.Now()
 		standby := pair.StandbyURL(db)
 		harness.WaitFor(t, 3*time.Minute, "the slot to be synchronized to the standby", func() bool {
 			var ready bool
@@ -59,6 +61,7 @@ func TestFailoverRoundTrips(t *testing.T) {
 			}
 			return ready
 		})
+		t.Logf("round %d: the slot is synchronized to the standby after %s", i+1, time.Since(begin).Round(time.Millisecond))
 		waitMore(int64(scale(2000, 10000)))
 		killed := time.Now()
 		pair.KillPrimary(t)
@@ -67,7 +70,9 @@ func TestFailoverRoundTrips(t *testing.T) {
 		resumed = append(resumed, time.Since(killed).Round(time.Millisecond).String())
 		waitMore(1000)
 		if i < rounds-1 {
+			begin := time.Now()
 			pair.Rebuild(t)
+			t.Logf("round %d: the old primary rebuilt as the standby in %s", i+1, time.Since(begin).Round(time.Millisecond))
 		}
 	}
 	if err := writing.Stop(); err != nil {
