@@ -62,9 +62,10 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	stmts = append(stmts,
 		stmt{replication.CreatePublicationSQL(cfg.publication, tables),
 			fmt.Sprintf("SELECT 1 FROM pg_publication WHERE pubname = '%s'", cfg.publication)},
-		stmt{fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot),
+		stmt{strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, false), ";"),
 			fmt.Sprintf("SELECT 1 FROM pg_replication_slots WHERE slot_name = '%s'", cfg.slot)},
 	)
+	slotStmt := len(stmts) - 1
 	hba := func(db string) string {
 		user := *role
 		if user == "" {
@@ -79,6 +80,9 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, s := range stmts {
 			fmt.Fprintln(stdout, s.sql+";")
+		}
+		if cfg.slotFailover.mode != replication.FailoverOff {
+			fmt.Fprintln(stdout, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+replication.CreateSlotSQL(cfg.slot, true))
 		}
 		fmt.Fprintln(stdout, "\n"+hba("<database>"))
 		return exitOK
@@ -99,6 +103,16 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
+	}
+	// N.B. a failover slot on 17+ unless --slot-failover=false, as run
+	// creates it.
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		fmt.Fprintf(stderr, "walrelay: read server version: %v\n", err)
+		return exitRuntime
+	}
+	if version >= 170000 && cfg.slotFailover.mode != replication.FailoverOff {
+		stmts[slotStmt].sql = strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, true), ";")
 	}
 	for _, s := range stmts {
 		if s.exists != "" {

@@ -219,7 +219,8 @@ func runCmd(t *testing.T, e *env, cmd string, args ...string) (string, int) {
 
 // TestExistingSlotBecomesFailoverSlot: on PostgreSQL 17 an existing slot
 // that is not a failover slot is made one (ALTER_REPLICATION_SLOT) before
-// walrelay streams it; check says what it will do before.
+// walrelay streams it; check says what it will do before; walrelay setup
+// creates a failover slot.
 func TestExistingSlotBecomesFailoverSlot(t *testing.T) {
 	t.Parallel()
 	pair := testbed.StartPGPair(t, "17")
@@ -245,4 +246,17 @@ func TestExistingSlotBecomesFailoverSlot(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
+
+	// walrelay setup creates a failover slot too.
+	other := "s_" + harness.Uniq()
+	if out, code := runCmd(t, e, "setup", "--role", "", "--slot", other); code != 0 {
+		t.Fatalf("walrelay setup: exit %d:\n%s", code, out)
+	}
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, other).Scan(&failover); err != nil {
+		t.Fatal(err)
+	}
+	if !failover {
+		t.Errorf("walrelay setup created slot %s without failover", other)
+	}
+	e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, other)
 }
