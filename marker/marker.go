@@ -109,7 +109,7 @@ func CheckTopic(ctx context.Context, adm *kadm.Client, topic string, create bool
 		}
 		return "", fmt.Errorf("%w: topic %s does not exist and --create-topics is off: create it with cleanup.policy=compact (kafka-topics.sh --create --topic %s --config cleanup.policy=compact)", ErrSetup, topic, topic)
 	case d.Err != nil:
-		return "", fmt.Errorf("describe topic %s: %w", topic, d.Err)
+		return "", denied(topic, fmt.Errorf("describe topic %s: %w", topic, d.Err))
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
@@ -120,7 +120,7 @@ func CheckTopic(ctx context.Context, adm *kadm.Client, topic string, create bool
 		return "", fmt.Errorf("describe topic %s configs: %w", topic, err)
 	}
 	if rc.Err != nil {
-		return "", fmt.Errorf("describe topic %s configs: %w", topic, rc.Err)
+		return "", denied(topic, fmt.Errorf("describe topic %s configs: %w", topic, rc.Err))
 	}
 	policy := ""
 	for _, c := range rc.Configs {
@@ -134,6 +134,15 @@ func CheckTopic(ctx context.Context, adm *kadm.Client, topic string, create bool
 		return "", fmt.Errorf("%w: topic %s has cleanup.policy=%s: walrelay keeps its slot markers there and needs them for good: run kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact", ErrSetup, topic, policy, topic)
 	}
 	return fmt.Sprintf("exists, %d partition(s), cleanup.policy=%s", len(d.Partitions), policy), nil
+}
+
+// denied wraps err with ErrSetup and the ACLs to grant when Kafka refused
+// the request.
+func denied(topic string, err error) error {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		return fmt.Errorf("%w: %w: grant walrelay's principal Describe, DescribeConfigs, Read and Write on topic %s (and Create, with --create-topics)", ErrSetup, err, topic)
+	}
+	return err
 }
 
 func (s *Store) ensureTopic(ctx context.Context) error {

@@ -30,17 +30,16 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		return onPostgres(err)
 	}
 	// N.B. the marker store before the slot: whether a missing slot may be
-	// created depends on its marker.
-	var ms *marker.Store
-	if !r.sc.Null { // the benchmark's null sink has no Kafka
+	// created depends on its marker. It lives as long as the relay (a
+	// replica waiting for the slot tries every second).
+	ms := r.hist.getStore()
+	if ms == nil && !r.sc.Null { // the benchmark's null sink has no Kafka
 		var err error
 		if ms, err = marker.Open(ctx, r.mc, r.log); err != nil {
 			return onKafka(err)
 		}
-		defer ms.Close()
+		r.hist.setStore(ms)
 	}
-	r.hist.setStore(ms)
-	defer r.hist.setStore(nil)
 	rc := r.rc
 	rc.History = &r.hist
 	st, err := replication.Prepare(ctx, rc, r.log)
@@ -48,9 +47,12 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		return onPostgres(err)
 	}
 	// N.B. the marker is in Kafka before anything is confirmed on the slot:
-	// from now on a missing slot is one walrelay streamed from.
-	if err := r.writeMarker(ctx, ms, st, st.ConfirmedFlush); err != nil {
-		return onKafka(err)
+	// from now on a missing slot is one walrelay streamed from. Prepare has
+	// read it: one that exists is refreshed once the slot moves.
+	if !r.hist.has(st.SystemID, st.Database, r.rc.Slot) {
+		if err := r.writeMarker(ctx, ms, st, st.ConfirmedFlush); err != nil {
+			return onKafka(err)
+		}
 	}
 	tr := checkpoint.New(st.ConfirmedFlush)
 	sc := r.sc

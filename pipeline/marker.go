@@ -21,13 +21,37 @@ const markerInterval = 5 * time.Second
 type history struct {
 	mu    sync.Mutex
 	known map[string]marker.Marker // by marker.Key
-	store *marker.Store            // the running attempt's
+	store *marker.Store            // opened by the first attempt that reaches Kafka
 }
 
 func (h *history) setStore(s *marker.Store) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.store = s
+}
+
+func (h *history) getStore() *marker.Store {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.store
+}
+
+// has reports whether the slot's marker is known to exist.
+func (h *history) has(system, database, slot string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.known[marker.Key(system, database, slot)]
+	return ok
+}
+
+// close closes the store.
+func (h *history) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.store != nil {
+		h.store.Close()
+		h.store = nil
+	}
 }
 
 // LastConfirmed implements replication.History.
