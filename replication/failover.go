@@ -101,6 +101,25 @@ func identify(ctx context.Context, cfg Config) (string, error) {
 	return sys.SystemID, nil
 }
 
+// SystemID is the system identifier of the server cfg connects to, for
+// History's records: IDENTIFY_SYSTEM, else pg_control_system() (for a role
+// without REPLICATION, such as the one that runs walrelay setup).
+func SystemID(ctx context.Context, cfg Config) (string, error) {
+	sys, err := identify(ctx, cfg)
+	if err == nil {
+		return sys, nil
+	}
+	conn, cerr := pgx.Connect(ctx, cfg.ConnString)
+	if cerr != nil {
+		return "", errors.Join(err, cerr)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if qerr := conn.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&sys); qerr != nil {
+		return "", errors.Join(err, qerr)
+	}
+	return sys, nil
+}
+
 // AlterFailoverSQL is the replication command that makes slot a failover slot.
 func AlterFailoverSQL(slot string) string {
 	return fmt.Sprintf("ALTER_REPLICATION_SLOT %s (FAILOVER true)", pgx.Identifier{slot}.Sanitize())

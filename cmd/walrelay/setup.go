@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -114,6 +117,9 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if version >= 170000 && cfg.slotFailover.mode != replication.FailoverOff {
 		stmts[slotStmt].sql = strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, true), ";")
 	}
+	if code := setupSlotGone(ctx, c, conn, db, stderr); code >= 0 {
+		return code
+	}
 	for _, s := range stmts {
 		if s.exists != "" {
 			var one int
@@ -137,4 +143,43 @@ func redactPassword(sql string) string {
 		return sql[:i] + " PASSWORD '***'"
 	}
 	return sql
+}
+
+// setupSlotGone refuses to create a slot walrelay streamed from (its marker
+// is on --checkpoint-topic) unless --recreate-missing-slot: exit 3, as run.
+// It returns -1 to go on.
+func setupSlotGone(ctx context.Context, c *command, conn *pgx.Conn, db string, stderr io.Writer) int {
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, c.cfg.slot).Scan(&n); err != nil || n > 0 || c.cfg.recreateMissing {
+		return -1
+	}
+	mc := c.markerConfig()
+	mc.CreateTopic = false
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ms, err := marker.Open(kctx, mc, zap.NewNop())
+	if errors.Is(err, marker.ErrSetup) {
+		return -1 // no compacted marker topic: no marker
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.checkpointTopic, err, c.cfg.slot)
+		return -1
+	}
+	defer ms.Close()
+	sys, err := replication.SystemID(ctx, c.rc)
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: read the system identifier, to look for the slot's marker: %v\n", err)
+		return exitRuntime
+	}
+	lsn, at, found, err := ms.LastConfirmed(ctx, sys, db, c.cfg.slot)
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: read the slot's marker: %v\n", err)
+		return exitRuntime
+	}
+	if !found {
+		return -1
+	}
+	fmt.Fprintf(stderr, "walrelay: replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: setup does not create it again, which would skip the events committed since (see the README's \"Failover\"); pass --recreate-missing-slot to create it and accept the gap\n",
+		c.cfg.slot, db, sys, lsn, at.UTC().Format(time.RFC3339))
+	return exitSlotLost
 }

@@ -12,7 +12,8 @@ import (
 // dropped by hand is not created again at the next start: walrelay exits 3
 // naming the slot, the system and the last confirmed position, and creates
 // no slot, because a new slot would start after the event committed while
-// the slot was gone. --recreate-missing-slot creates it, logging the gap.
+// the slot was gone; walrelay setup does not create it either.
+// --recreate-missing-slot creates it, logging the gap.
 func TestDroppedSlotIsNotRecreated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -51,6 +52,14 @@ func TestDroppedSlotIsNotRecreated(t *testing.T) {
 		if !strings.Contains(again.Log(), want) {
 			t.Errorf("walrelay's output does not say %q; log:\n%s", want, again.Log())
 		}
+	}
+
+	// Nor does walrelay setup create it.
+	if out, code := runCmd(t, e, "setup", "--role", ""); code != 3 || !strings.Contains(out, "replication slot gone") {
+		t.Errorf("walrelay setup: exit %d, want 3 saying the slot is gone:\n%s", code, out)
+	}
+	if s := e.Bed.Slot(t, e.DSN, e.Slot); s.Exists {
+		t.Errorf("walrelay setup created slot %s, which walrelay streamed from before it was dropped", e.Slot)
 	}
 
 	// Accepting the gap: the slot is created again, the gap logged, and
