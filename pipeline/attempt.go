@@ -11,6 +11,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -28,9 +29,30 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	if err := CheckColumns(ctx, r.rc.ConnString, r.rc.Publication, r.dc); err != nil {
 		return onPostgres(err)
 	}
-	st, err := replication.Prepare(ctx, r.rc, r.log)
+	// N.B. the marker store before the slot: whether a missing slot may be
+	// created depends on its marker. It lives as long as the relay (a
+	// replica waiting for the slot tries every second).
+	ms := r.hist.getStore()
+	if ms == nil && !r.sc.Null { // the benchmark's null sink has no Kafka
+		var err error
+		if ms, err = marker.Open(ctx, r.mc, r.log); err != nil {
+			return onKafka(err)
+		}
+		r.hist.setStore(ms)
+	}
+	rc := r.rc
+	rc.History = &r.hist
+	st, err := replication.Prepare(ctx, rc, r.log)
 	if err != nil {
 		return onPostgres(err)
+	}
+	// N.B. the marker is in Kafka before anything is confirmed on the slot:
+	// from now on a missing slot is one walrelay streamed from. Prepare has
+	// read it: one that exists is refreshed once the slot moves.
+	if !r.hist.has(st.SystemID, st.Database, r.rc.Slot) {
+		if err := r.writeMarker(ctx, ms, st, st.ConfirmedFlush); err != nil {
+			return onKafka(err)
+		}
 	}
 	tr := checkpoint.New(st.ConfirmedFlush)
 	sc := r.sc
@@ -77,6 +99,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		return r.decodeLoop(gctx, msgs, drained, dec, roots, stream, snk, tr, ver)
 	})
 	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr, ver) })
+	g.Go(func() error { return r.keepMarker(gctx, pipelineDone, ms, st, stream) })
 	return g.Wait()
 }
 

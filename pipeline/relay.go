@@ -13,6 +13,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -33,6 +34,9 @@ type Config struct {
 	// LagWarnBytes: log a warning, at most once a minute, while the slot's
 	// lag exceeds this many bytes. Default 0: never.
 	LagWarnBytes int64
+	// Marker says where the slot markers are kept (package marker): its
+	// Brokers and Opts default to the sink's.
+	Marker marker.Config
 	// Metrics records the relay's metrics; the relay adds the gauges read
 	// from the running attempt (Metrics.ReadFrom). Default: a registry of
 	// its own, served by nobody.
@@ -58,6 +62,8 @@ type Relay struct {
 	rc           replication.Config
 	dc           decode.Config
 	sc           sink.Config
+	mc           marker.Config
+	hist         history
 	log          *zap.Logger
 	metrics      *metrics.Metrics
 	lagWarnBytes int64
@@ -92,8 +98,13 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 	if m == nil {
 		m = metrics.New()
 	}
+	mc := cfg.Marker
+	if len(mc.Brokers) == 0 {
+		mc.Brokers, mc.Opts = cfg.Sink.Brokers, cfg.Sink.Opts
+	}
 	r := &Relay{
 		rc:           cfg.Replication.WithDefaults(),
+		mc:           mc,
 		dc:           cfg.Decode,
 		sc:           cfg.Sink,
 		log:          log,
@@ -114,7 +125,8 @@ func (r *Relay) Abort() { r.abortOnce.Do(func() { close(r.abort) }) }
 // Kafka or walrelay's flags: retrying does not help.
 func IsSetupError(err error) bool {
 	return errors.Is(err, replication.ErrSetup) || errors.Is(err, sink.ErrTopicMissing) || errors.Is(err, ErrColumns) ||
-		errors.Is(err, sink.ErrExactlyOnceSetup) || errors.Is(err, sink.ErrTransactionTooLong)
+		errors.Is(err, sink.ErrExactlyOnceSetup) || errors.Is(err, sink.ErrTransactionTooLong) ||
+		errors.Is(err, marker.ErrSetup)
 }
 
 // permanent errors stop the relay; everything else restarts it from the
@@ -140,6 +152,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-actx.Done():
 		}
 	}()
+	defer r.hist.close()
 	err := r.run(actx, ctx.Done())
 	if err == nil {
 		return ctx.Err()

@@ -6,5 +6,6 @@
 // Invariant: the flush position sent to PostgreSQL never decreases and is
 // only ever the checkpoint watermark, or the keepalive WAL end while nothing
 // handed downstream is unacknowledged and no transaction is half received
-// (both read with internal/pgoutput's TxState, the parser decode uses).
+// (both read with internal/pgoutput's TxState, the parser decode uses); a
+// missing slot that History has a record of is never created again.
 package replication

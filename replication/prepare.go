@@ -55,6 +55,16 @@ type Config struct {
 	// read that emptied the socket, so that a draining backlog arrives in
 	// large reads (see coalescingConn). Zero reads at once.
 	ReadWait time.Duration
+	// SlotFailover says whether the slot is a failover slot. Default
+	// FailoverAuto: one on PostgreSQL 17 and newer.
+	SlotFailover FailoverMode
+	// History remembers the slots walrelay streamed from: a missing slot
+	// it has a record of is never created again (ErrSlotGone) unless
+	// RecreateMissingSlot. Default nil: every missing slot is new.
+	History History
+	// RecreateMissingSlot creates a slot History has a record of. Events
+	// committed since the recorded position are lost; it is logged.
+	RecreateMissingSlot bool
 }
 
 // DefaultMaxMessageBytes is MaxMessageBytes' default, 64 MiB: 64 times the
@@ -121,6 +131,9 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes < MinMaxMessageBytes || c.MaxMessageBytes > MaxMaxMessageBytes {
 		errs = append(errs, fmt.Errorf("--pg-max-message-bytes %d: want %d to %d (default %d)", c.MaxMessageBytes, MinMaxMessageBytes, MaxMaxMessageBytes, DefaultMaxMessageBytes))
 	}
+	if c.SlotFailover != FailoverAuto && c.SlotFailover != FailoverOn && c.SlotFailover != FailoverOff {
+		errs = append(errs, fmt.Errorf("--slot-failover %q: want true, false or auto (default: true on PostgreSQL 17+)", c.SlotFailover))
+	}
 	if c.ReadWait < 0 || c.ReadWait > 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--pg-read-wait %s: want 0 (read at once) to 100ms", c.ReadWait))
 	}
@@ -173,6 +186,20 @@ type SlotState struct {
 	Created        bool
 	// WALSenderTimeout is the server's wal_sender_timeout (0: disabled).
 	WALSenderTimeout time.Duration
+	// ServerVersion is server_version_num.
+	ServerVersion int
+	// SystemID is IDENTIFY_SYSTEM's systemid, Database the slot's
+	// database: with the slot's name they name History's record.
+	SystemID, Database string
+	// Exists: the slot existed (or, in a dry run, exists).
+	Exists bool
+	// Failover and Synced are pg_replication_slots' columns (17+): a
+	// failover slot; a slot synchronized from a primary (on a promoted
+	// standby it stays true).
+	Failover, Synced bool
+	// Recorded is History's last recorded position of the slot, 0 when
+	// History has none.
+	Recorded pglogrepl.LSN
 }
 
 // Prepare checks the server, the publication and the slot, creating the
@@ -252,10 +279,12 @@ func (p *prep) steps() []step {
 		{"server version is supported", p.serverVersion},
 		{"wal_level is logical", p.walLevel},
 		{"role may replicate", p.role},
+		{"system identifier", p.identify},
 		{"status interval fits wal_sender_timeout", p.senderTimeout},
 		{"outbox tables exist", p.tables},
 		{"publication", p.publication},
 		{"replication slot", p.slot},
+		{"failover readiness", p.failover},
 	}
 }
 
@@ -272,6 +301,7 @@ func (p *prep) serverVersion(ctx context.Context) (string, error) {
 	if err := p.conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('server_version')`).Scan(&num, &version); err != nil {
 		return "", fmt.Errorf("read server version: %w", err)
 	}
+	p.st.ServerVersion = num
 	note, untested, err := checkServerVersion(num, version)
 	if untested {
 		p.log.Warn("PostgreSQL is newer than the versions walrelay was tested on (14 to 18)", zap.String("server_version", version))
@@ -476,9 +506,18 @@ func publicationWarnings(ctx context.Context, conn *pgx.Conn, cfg Config) ([]str
 	return out, nil
 }
 
+func (p *prep) identify(ctx context.Context) (string, error) {
+	sys, err := identify(ctx, p.cfg)
+	if err != nil {
+		return "", err
+	}
+	p.st.SystemID, p.st.Database = sys, p.db
+	return sys, nil
+}
+
 func (p *prep) slot(ctx context.Context) (string, error) {
-	st, err := prepareSlot(ctx, p.conn, p.cfg, p.db, p.st, p.log, p.dryRun)
-	p.st = st
+	err := p.prepareSlot(ctx)
+	st := p.st
 	if errors.Is(err, ErrSlotNotReady) && p.dryRun {
 		return "being created by another session (no confirmed_flush_lsn yet): run waits until it is ready", nil
 	}
@@ -624,68 +663,166 @@ func viaRootFix(pub string, on bool) string {
 	return fmt.Sprintf(" ALTER PUBLICATION %s SET (publish_via_partition_root = true);", pub)
 }
 
-func prepareSlot(ctx context.Context, conn *pgx.Conn, cfg Config, db string, st SlotState, log *zap.Logger, dryRun bool) (SlotState, error) {
+// prepareSlot reads the slot into p.st, creating it when it is missing and
+// new, and making it a failover slot when asked.
+func (p *prep) prepareSlot(ctx context.Context) error {
+	cfg, log := p.cfg, p.log
+	wantFailover, err := cfg.SlotFailover.want(p.st.ServerVersion)
+	if err != nil && !p.dryRun {
+		return err // a dry run reports it in "failover readiness"
+	}
+	cols := `plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid, false, false`
+	if p.st.ServerVersion >= failoverVersionNum {
+		cols = `plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid, failover, synced`
+	}
 	var plugin, slotType, slotDB, walStatus *string
 	var confirmed *pglogrepl.LSN
 	var activePID *int32
-	err := conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid
-		FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).Scan(&plugin, &slotType, &slotDB, &walStatus, &confirmed, &activePID)
+	err = p.conn.QueryRow(ctx, `SELECT `+cols+` FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).
+		Scan(&plugin, &slotType, &slotDB, &walStatus, &confirmed, &activePID, &p.st.Failover, &p.st.Synced)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if !cfg.Create {
-			return st, setupErrorf("replication slot %q does not exist: run SELECT pg_create_logical_replication_slot('%s', 'pgoutput'); or start with --create", cfg.Slot, cfg.Slot)
-		}
-		if dryRun {
-			st.Created = true
-			return st, nil
-		}
-		var lsn pglogrepl.LSN
-		err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, cfg.Slot).Scan(&lsn)
-		if err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created concurrently
-				return prepareSlot(ctx, conn, cfg, db, st, log, dryRun)
-			}
-			return st, fmt.Errorf("create replication slot: %w", err)
-		}
-		log.Info("created replication slot", zap.String("slot", cfg.Slot), zap.Stringer("lsn", lsn))
-		st.ConfirmedFlush, st.Created, st.WALStatus = lsn, true, "reserved"
-		return st, nil
+		return p.missingSlot(ctx, wantFailover)
 	}
 	if err != nil {
-		return st, fmt.Errorf("look up replication slot: %w", err)
+		return fmt.Errorf("look up replication slot: %w", err)
 	}
+	p.st.Exists = true
 	if deref(slotType) != "logical" || deref(plugin) != "pgoutput" {
-		return st, setupErrorf("replication slot %q uses %s plugin %q, walrelay needs a logical pgoutput slot: drop it (SELECT pg_drop_replication_slot('%s');) or choose another --slot",
+		return setupErrorf("replication slot %q uses %s plugin %q, walrelay needs a logical pgoutput slot: drop it (SELECT pg_drop_replication_slot('%s');) or choose another --slot",
 			cfg.Slot, deref(slotType), deref(plugin), cfg.Slot)
 	}
-	if deref(slotDB) != db {
-		return st, setupErrorf("replication slot %q belongs to database %q, not %q: connect to that database or choose another --slot", cfg.Slot, deref(slotDB), db)
+	if deref(slotDB) != p.db {
+		return setupErrorf("replication slot %q belongs to database %q, not %q: connect to that database or choose another --slot", cfg.Slot, deref(slotDB), p.db)
 	}
-	st.WALStatus = deref(walStatus)
+	p.st.WALStatus = deref(walStatus)
 	// N.B. only wal_status lost means lost. A slot without
 	// confirmed_flush_lsn is being created by another session, waiting for
 	// its consistent point (it ends once the transactions running then have
 	// ended): it is not ready, never dropped, and waited for.
-	if st.WALStatus != "lost" && confirmed == nil {
+	if p.st.WALStatus != "lost" && confirmed == nil {
 		holder := "another session"
 		if activePID != nil {
 			holder = fmt.Sprintf("the session of pid %d", *activePID)
 		}
-		return st, fmt.Errorf("%w: slot %q is being created by %s and has no confirmed_flush_lsn yet: PostgreSQL is waiting for the transactions running when its creation began to end", ErrSlotNotReady, cfg.Slot, holder)
+		return fmt.Errorf("%w: slot %q is being created by %s and has no confirmed_flush_lsn yet: PostgreSQL is waiting for the transactions running when its creation began to end", ErrSlotNotReady, cfg.Slot, holder)
 	}
-	if st.WALStatus == "lost" && cfg.RecreateLostSlot && !dryRun {
+	if p.st.WALStatus == "lost" && cfg.RecreateLostSlot && !p.dryRun {
 		log.Error("replication slot lost: dropping and re-creating it as --recreate-lost-slot asks; events committed while the slot was behind were NOT relayed",
-			zap.String("slot", cfg.Slot), zap.String("wal_status", st.WALStatus))
-		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, cfg.Slot); err != nil {
-			return st, fmt.Errorf("drop lost replication slot: %w", err)
+			zap.String("slot", cfg.Slot), zap.String("wal_status", p.st.WALStatus))
+		if _, err := p.conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, cfg.Slot); err != nil {
+			return fmt.Errorf("drop lost replication slot: %w", err)
 		}
-		return prepareSlot(ctx, conn, cfg, db, st, log, false)
+		return p.createSlot(ctx, wantFailover)
 	}
-	if st.WALStatus == "lost" {
-		return st, fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; start once with --recreate-lost-slot to drop and re-create it (see the README's \"Slot lost\" section)", ErrSlotLost, cfg.Slot, st.WALStatus)
+	if p.st.WALStatus == "lost" {
+		return fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; start once with --recreate-lost-slot to drop and re-create it (see the README's \"Slot lost\" section)", ErrSlotLost, cfg.Slot, p.st.WALStatus)
 	}
-	st.ConfirmedFlush = *confirmed
-	return st, nil
+	p.st.ConfirmedFlush = *confirmed
+	// N.B. ALTER_REPLICATION_SLOT works only while no one holds the slot:
+	// before streaming, never while another instance streams it (that
+	// instance, or this one once it takes over, does it).
+	if wantFailover && !p.st.Failover && !p.dryRun && activePID == nil {
+		switch err := alterFailover(ctx, cfg); {
+		case errors.Is(err, ErrSlotInUse):
+		case err != nil:
+			return err
+		default:
+			p.st.Failover = true
+			log.Info("made the replication slot a failover slot", zap.String("slot", cfg.Slot))
+		}
+	}
+	if cfg.History != nil && p.st.SystemID != "" {
+		rec, _, found, err := cfg.History.LastConfirmed(ctx, p.st.SystemID, p.db, cfg.Slot)
+		if err != nil {
+			return fmt.Errorf("read slot history: %w", err)
+		}
+		if found {
+			p.st.Recorded = rec
+		}
+		// N.B. a slot synchronized to a standby lags the primary's: after a
+		// promotion it may be behind what walrelay confirmed there.
+		// Streaming starts from the slot's position all the same: the
+		// events between are relayed again (duplicates), none is skipped.
+		if found && rec > p.st.ConfirmedFlush && !p.dryRun {
+			log.Warn("the slot is behind the position walrelay confirmed on it before (a standby promoted with a synchronized slot lags the old primary): resuming from the slot; events between are sent again",
+				zap.String("slot", cfg.Slot), zap.Stringer("lsn", p.st.ConfirmedFlush), zap.Stringer("recorded_lsn", rec),
+				zap.Uint64("behind_bytes", uint64(rec-p.st.ConfirmedFlush)), zap.Bool("synced", p.st.Synced))
+		}
+	}
+	return nil
+}
+
+// missingSlot handles a slot that does not exist: created when it is new
+// (History has no record of it) and cfg.Create allows; a slot walrelay
+// streamed from is never created again without RecreateMissingSlot.
+func (p *prep) missingSlot(ctx context.Context, wantFailover bool) error {
+	cfg := p.cfg
+	if cfg.History != nil && p.st.SystemID != "" {
+		rec, at, found, err := cfg.History.LastConfirmed(ctx, p.st.SystemID, p.db, cfg.Slot)
+		if err != nil {
+			return fmt.Errorf("read slot history: %w", err)
+		}
+		// N.B. the one decision this protects: a slot created now starts
+		// at the server's current WAL position, so every event committed
+		// since the slot's last confirmed position would be skipped
+		// without a trace.
+		if found && !cfg.RecreateMissingSlot {
+			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: it was dropped, or the server was failed over to a standby without a synchronized failover slot (PostgreSQL 17+, see the README's \"Failover\"). walrelay does not create it again: that would skip the events committed since %s. Either point walrelay at the server that still has the slot (or a promoted standby with the synchronized slot), or start once with --recreate-missing-slot to create a new slot and accept the gap",
+				cfg.Slot, p.db, p.st.SystemID, rec, at.UTC().Format(time.RFC3339), rec)}
+		}
+		if found && p.dryRun {
+			p.st.Created = true
+			return nil
+		}
+		if found {
+			p.log.Error("replication slot gone: creating it again as --recreate-missing-slot asks; events committed since the recorded position are NOT relayed",
+				zap.String("slot", cfg.Slot), zap.String("system_identifier", p.st.SystemID), zap.Stringer("recorded_lsn", rec))
+			if err := p.createSlot(ctx, wantFailover); err != nil {
+				return err
+			}
+			p.log.Error("gap: events committed between these positions were not relayed",
+				zap.String("slot", cfg.Slot), zap.Stringer("recorded_lsn", rec), zap.Stringer("lsn", p.st.ConfirmedFlush))
+			return nil
+		}
+	}
+	if !cfg.Create {
+		return setupErrorf("replication slot %q does not exist: run %s; or start with --create", cfg.Slot, CreateSlotSQL(cfg.Slot, wantFailover))
+	}
+	if p.dryRun {
+		p.st.Created = true
+		return nil
+	}
+	return p.createSlot(ctx, wantFailover)
+}
+
+// CreateSlotSQL is the statement that creates slot, a failover slot when
+// failover is set (PostgreSQL 17+).
+func CreateSlotSQL(slot string, failover bool) string {
+	if failover {
+		return fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput', false, false, true);", slot)
+	}
+	return fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput');", slot)
+}
+
+func (p *prep) createSlot(ctx context.Context, failover bool) error {
+	// N.B. pg_create_logical_replication_slot(name, plugin, temporary,
+	// twophase, failover) on 17+: a failover slot is synchronized to the
+	// standbys that set sync_replication_slots.
+	query := `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`
+	if failover {
+		query = `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+	}
+	var lsn pglogrepl.LSN
+	if err := p.conn.QueryRow(ctx, query, p.cfg.Slot).Scan(&lsn); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created concurrently
+			return p.prepareSlot(ctx)
+		}
+		return fmt.Errorf("create replication slot: %w", err)
+	}
+	p.log.Info("created replication slot", zap.String("slot", p.cfg.Slot), zap.Stringer("lsn", lsn), zap.Bool("failover", failover))
+	p.st.ConfirmedFlush, p.st.Created, p.st.WALStatus, p.st.Exists, p.st.Failover = lsn, true, "reserved", true, failover
+	return nil
 }
 
 func deref(s *string) string {
@@ -750,6 +887,11 @@ type SlotStatus struct {
 	LagBytes    int64 // pg_current_wal_lsn() - confirmed_flush_lsn
 	SafeWALSize *int64
 	Confirmed   pglogrepl.LSN
+	// ServerVersion is server_version_num. Failover, Synced and
+	// StandbySlots (synchronized_standby_slots) are read on 17+ only.
+	ServerVersion    int
+	Failover, Synced bool
+	StandbySlots     string
 }
 
 // QuerySlot reads a slot's status through a normal connection.
@@ -758,8 +900,15 @@ func QuerySlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotStatus, er
 	var walStatus *string
 	var lag *int64
 	var confirmed *string
-	err := conn.QueryRow(ctx, `SELECT active, wal_status, (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, safe_wal_size, confirmed_flush_lsn::text
-		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&st.Active, &walStatus, &lag, &st.SafeWALSize, &confirmed)
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&st.ServerVersion); err != nil {
+		return st, fmt.Errorf("read server version: %w", err)
+	}
+	cols := `false, false, ''`
+	if st.ServerVersion >= failoverVersionNum {
+		cols = `failover, synced, current_setting('synchronized_standby_slots')`
+	}
+	err := conn.QueryRow(ctx, `SELECT active, wal_status, (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, safe_wal_size, confirmed_flush_lsn::text, `+cols+`
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&st.Active, &walStatus, &lag, &st.SafeWALSize, &confirmed, &st.Failover, &st.Synced, &st.StandbySlots)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, nil
 	}

@@ -126,7 +126,9 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 			return fmt.Errorf("%w: %s", ErrSlotInUse, pgErr.Message)
 		}
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object
-			return setupErrorf("start replication: %s", pgErr.Message)
+			// N.B. Prepare found or created the slot just before, and the
+			// pipeline recorded it: it was dropped since, and is gone.
+			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: start replication: %s: slot %q was dropped after walrelay prepared it; walrelay does not create it again (see the README's \"Failover\"); start once with --recreate-missing-slot to create it and accept the gap", pgErr.Message, s.cfg.Slot)}
 		}
 		return fmt.Errorf("start replication: %w", err)
 	}

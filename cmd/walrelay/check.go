@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 )
@@ -46,13 +50,22 @@ func skippedFor(name string, failed map[string]bool) string {
 // streaming or creating anything, and prints one line per check. A check
 // that depends on a failed one says it was skipped.
 func checkCmd(args []string, stdout, stderr io.Writer) int {
-	c, code := parseCommand("check", args, stderr, nil, nil)
+	var standbyURL string
+	c, code := parseCommand("check", args, stderr, standbyFlag(&standbyURL), nil)
 	if code >= 0 {
 		return code
 	}
 	cfg, rc, dc, sc := c.cfg, c.rc, c.dc, c.sc
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// N.B. the slot markers are read (never written) so that check says
+	// when run would stop on a slot that is gone.
+	mc := c.markerConfig()
+	mc.CreateTopic = false
+	if ms, err := marker.Open(ctx, mc, zap.NewNop()); err == nil {
+		defer ms.Close()
+		rc.History = ms
+	}
 	var results []checkResult
 	failed := map[string]bool{}
 	for _, ch := range replication.Preflight(ctx, rc, zap.NewNop()) {
@@ -74,6 +87,9 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		columns.Note = "every mapped and template column exists, has a type its flag takes and is sent by pgoutput"
 	}
 	results = append(results, columns)
+	if standbyURL != "" {
+		results = append(results, checkResult{Check: checkStandby(ctx, rc, standbyURL)})
+	}
 	for _, ch := range checkKafka(ctx, cfg, sc.Opts) {
 		if hint, ok := pipeline.RefusalHint(ch.Err, rc.ConnString); ok {
 			ch.Err = fmt.Errorf("%w: %s", ch.Err, hint)
@@ -134,6 +150,9 @@ func checkKafka(ctx context.Context, cfg config, opts []kgo.Opt) []replication.C
 		return []replication.Check{{Name: "reach Kafka", Err: fmt.Errorf("reach kafka at %s: %w: check --brokers and that the brokers' advertised listeners are reachable from here", cfg.brokers, err)}}
 	}
 	checks := []replication.Check{{Name: "reach Kafka", Note: fmt.Sprintf("%d broker(s), cluster %s", len(meta.Brokers), meta.Cluster)}}
+	cp := replication.Check{Name: "checkpoint topic " + cfg.checkpointTopic}
+	cp.Note, cp.Err = marker.CheckTopic(ctx, adm, cfg.checkpointTopic, cfg.createTopics)
+	checks = append(checks, cp)
 	if cfg.onPoison != "dead-letter" {
 		return checks
 	}
@@ -152,4 +171,46 @@ func checkKafka(ctx context.Context, cfg config, opts []kgo.Opt) []replication.C
 		c.Err = fmt.Errorf("topic %s does not exist and --create-topics is off: create it", cfg.dlqTopic)
 	}
 	return append(checks, c)
+}
+
+// standbyFlag adds --pg-standby-url (check and status).
+func standbyFlag(url *string) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.StringVar(url, "pg-standby-url", "", "connection string of a physical standby (PostgreSQL 17+): check and status report whether it has the slot synchronized (synced, not temporary, not invalidated) and how far it is behind the primary's")
+	}
+}
+
+// checkStandby is the "standby slot" check: whether a promotion of the
+// standby at url keeps the slot, and how far its copy is behind.
+func checkStandby(ctx context.Context, rc replication.Config, url string) replication.Check {
+	ch := replication.Check{Name: "standby has the slot synchronized"}
+	ss, err := replication.QueryStandbySlot(ctx, url, rc.Slot)
+	if err != nil {
+		ch.Err = err
+		return ch
+	}
+	if problems := ss.Problems(rc.Slot); len(problems) > 0 {
+		ch.Err = errors.New(strings.Join(problems, "; "))
+		return ch
+	}
+	ch.Note = fmt.Sprintf("synced, confirmed_flush_lsn %s", ss.Confirmed)
+	if behind, ok := standbyBehind(ctx, rc, ss); ok {
+		ch.Note += fmt.Sprintf(", %d bytes behind the primary's slot (relayed again after a promotion)", behind)
+	}
+	return ch
+}
+
+// standbyBehind is how many bytes the standby's copy of the slot is behind
+// the primary's.
+func standbyBehind(ctx context.Context, rc replication.Config, ss replication.StandbySlot) (int64, bool) {
+	conn, err := pgx.Connect(ctx, rc.ConnString)
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := replication.QuerySlot(ctx, conn, rc.Slot)
+	if err != nil || !st.Exists {
+		return 0, false
+	}
+	return int64(st.Confirmed) - int64(ss.Confirmed), true
 }

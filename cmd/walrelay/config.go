@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -61,6 +62,36 @@ type config struct {
 	txnID           string
 	txnTimeout      time.Duration
 	commitInterval  time.Duration
+	slotFailover    failoverFlag
+	recreateMissing bool
+}
+
+// failoverFlag is --slot-failover: unset (auto), true or false; a bare
+// --slot-failover is true.
+type failoverFlag struct{ mode replication.FailoverMode }
+
+func (f *failoverFlag) IsBoolFlag() bool { return true }
+func (f *failoverFlag) String() string {
+	switch f.mode {
+	case replication.FailoverOn:
+		return "true"
+	case replication.FailoverOff:
+		return "false"
+	}
+	return "auto"
+}
+func (f *failoverFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "auto", "":
+		f.mode = replication.FailoverAuto
+	case "true", "1", "on", "t":
+		f.mode = replication.FailoverOn
+	case "false", "0", "off", "f":
+		f.mode = replication.FailoverOff
+	default:
+		return fmt.Errorf("want true, false or auto")
+	}
+	return nil
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -106,6 +137,8 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	boolVar(fs, &cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
 	size64Var(fs, &cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
 	boolVar(fs, &cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
+	fs.Var(&cfg.slotFailover, "slot-failover", "create the slot as a failover slot, synchronized to standbys with sync_replication_slots, and make an existing one such a slot before streaming (PostgreSQL 17+; auto: on 17+, off before; true on an older server is refused)")
+	boolVar(fs, &cfg.recreateMissing, "recreate-missing-slot", false, "create the slot again when it is missing although walrelay streamed from it (dropped, or lost in a failover): events committed since its last confirmed position are LOST; use once, after deciding to accept that gap")
 	boolVar(fs, &cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
 	fs.StringVar(&cfg.kafka.caFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
 	fs.StringVar(&cfg.kafka.certFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
@@ -116,7 +149,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
 	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
 	fs.BoolVar(&cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
-	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", "walrelay.checkpoints", "compacted topic of walrelay's checkpoint records (created with cleanup.policy=compact when missing and --create-topics is on)")
+	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", marker.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
 	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
 	fs.DurationVar(&cfg.txnTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
 	fs.DurationVar(&cfg.commitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
@@ -361,16 +394,18 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	// N.B. the stages and the relay around them (watch loop, health, drain)
 	// all read these effective values.
 	rc := replication.Config{
-		ConnString:       c.pgURL,
-		Slot:             c.slot,
-		Publication:      c.publication,
-		Tables:           tables,
-		Create:           c.create,
-		StatusInterval:   c.statusInterval,
-		ShutdownTimeout:  c.shutdownTimeout,
-		RecreateLostSlot: c.recreateLost,
-		MaxMessageBytes:  c.pgMaxMessage,
-		ReadWait:         c.readWait,
+		ConnString:          c.pgURL,
+		Slot:                c.slot,
+		Publication:         c.publication,
+		Tables:              tables,
+		Create:              c.create,
+		StatusInterval:      c.statusInterval,
+		ShutdownTimeout:     c.shutdownTimeout,
+		RecreateLostSlot:    c.recreateLost,
+		MaxMessageBytes:     c.pgMaxMessage,
+		ReadWait:            c.readWait,
+		SlotFailover:        c.slotFailover.mode,
+		RecreateMissingSlot: c.recreateMissing,
 	}.WithDefaults()
 	dc := decode.Config{
 		Tables:         tables,
@@ -421,6 +456,9 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	}
 	if c.lagWarnBytes < 0 {
 		errs = append(errs, fmt.Errorf("--lag-warn-bytes %d: want 0 (never) or more", c.lagWarnBytes))
+	}
+	if c.checkpointTopic == "" {
+		errs = append(errs, fmt.Errorf("--checkpoint-topic is empty: name a compacted topic (default %s)", marker.DefaultTopic))
 	}
 	if c.logFormat != "json" && c.logFormat != "console" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", c.logFormat))
@@ -488,7 +526,14 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 
 // pipeline is the relay's configuration: the stages' and what runs them.
 func (c *command) pipeline() pipeline.Config {
-	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes}
+	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes, Marker: c.markerConfig()}
+}
+
+// markerConfig is where the slot markers are kept: the sink's Kafka, the
+// --checkpoint-topic.
+func (c *command) markerConfig() marker.Config {
+	return marker.Config{Brokers: c.sc.Brokers, Opts: c.sc.Opts, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
+		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
 }
 
 func indent(err error) string {

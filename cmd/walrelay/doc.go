@@ -10,7 +10,9 @@
 //	   cure by itself, or a server could not be reached
 //	2  configuration or environment: bad flags, or a PostgreSQL/Kafka setup
 //	   a person must fix (the message says how)
-//	3  slot lost: PostgreSQL invalidated the slot, events may have been lost
+//	3  slot lost: PostgreSQL invalidated the slot, or a slot walrelay streamed
+//	   from is gone (dropped, or a failover without a synchronized failover
+//	   slot): events may have been lost
 //
 // Invariant: main holds no business logic: it parses the configuration,
 // builds the logger, the metrics and the relay, runs it, and maps its error

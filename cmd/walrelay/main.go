@@ -11,7 +11,7 @@ const (
 	exitOK       = 0
 	exitRuntime  = 1 // a failure while running
 	exitConfig   = 2 // bad flags, or a PostgreSQL/Kafka setup a person must fix
-	exitSlotLost = 3 // the slot was invalidated: events may have been lost
+	exitSlotLost = 3 // the slot was invalidated, or is gone: events may have been lost
 )
 
 func main() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -75,9 +78,10 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	stmts = append(stmts,
 		stmt{sql: replication.CreatePublicationSQL(cfg.publication, tables),
 			exists: fmt.Sprintf("SELECT 1 FROM pg_publication WHERE pubname = '%s'", cfg.publication)},
-		stmt{sql: fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot),
+		stmt{sql: strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, false), ";"),
 			exists: fmt.Sprintf("SELECT 1 FROM pg_replication_slots WHERE slot_name = '%s'", cfg.slot)},
 	)
+	slotStmt := len(stmts) - 1
 	hba := func(db string) string {
 		user := *role
 		if user == "" {
@@ -92,6 +96,9 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, s := range stmts {
 			fmt.Fprintln(stdout, s.sql+";")
+		}
+		if cfg.slotFailover.mode != replication.FailoverOff {
+			fmt.Fprintln(stdout, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+replication.CreateSlotSQL(cfg.slot, true))
 		}
 		fmt.Fprintln(stdout, "\n"+hba("<database>"))
 		return exitOK
@@ -111,6 +118,19 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
+	}
+	// N.B. a failover slot on 17+ unless --slot-failover=false, as run
+	// creates it.
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		fmt.Fprintf(stderr, "walrelay: read server version: %v\n", err)
+		return exitRuntime
+	}
+	if version >= 170000 && cfg.slotFailover.mode != replication.FailoverOff {
+		stmts[slotStmt].sql = strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, true), ";")
+	}
+	if code := setupSlotGone(ctx, c, conn, db, stderr); code >= 0 {
+		return code
 	}
 	for _, s := range stmts {
 		if s.exists != "" {
@@ -142,4 +162,43 @@ func redactPassword(sql string) string {
 		return sql[:i] + " PASSWORD '***'"
 	}
 	return sql
+}
+
+// setupSlotGone refuses to create a slot walrelay streamed from (its marker
+// is on --checkpoint-topic) unless --recreate-missing-slot: exit 3, as run.
+// It returns -1 to go on.
+func setupSlotGone(ctx context.Context, c *command, conn *pgx.Conn, db string, stderr io.Writer) int {
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, c.cfg.slot).Scan(&n); err != nil || n > 0 || c.cfg.recreateMissing {
+		return -1
+	}
+	mc := c.markerConfig()
+	mc.CreateTopic = false
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ms, err := marker.Open(kctx, mc, zap.NewNop())
+	if errors.Is(err, marker.ErrSetup) {
+		return -1 // no compacted marker topic: no marker
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.checkpointTopic, err, c.cfg.slot)
+		return -1
+	}
+	defer ms.Close()
+	sys, err := replication.SystemID(ctx, c.rc)
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: read the system identifier, to look for the slot's marker: %v\n", err)
+		return exitRuntime
+	}
+	lsn, at, found, err := ms.LastConfirmed(ctx, sys, db, c.cfg.slot)
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: read the slot's marker: %v\n", err)
+		return exitRuntime
+	}
+	if !found {
+		return -1
+	}
+	fmt.Fprintf(stderr, "walrelay: replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: setup does not create it again, which would skip the events committed since (see the README's \"Failover\"); pass --recreate-missing-slot to create it and accept the gap\n",
+		c.cfg.slot, db, sys, lsn, at.UTC().Format(time.RFC3339))
+	return exitSlotLost
 }

@@ -15,7 +15,8 @@ import (
 // statusCmd prints the slot's state and lag. It exits 2 when the slot is
 // missing and 3 when it is lost.
 func statusCmd(args []string, stdout, stderr io.Writer) int {
-	c, code := parseCommand("status", args, stderr, nil, nil)
+	var standbyURL string
+	c, code := parseCommand("status", args, stderr, standbyFlag(&standbyURL), nil)
 	if code >= 0 {
 		return code
 	}
@@ -63,9 +64,46 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	failoverRows(ctx, row, rc, st, standbyURL)
 	if st.WALStatus == "lost" {
 		fmt.Fprintf(stderr, "walrelay: slot %q is lost: PostgreSQL removed WAL it still needed; events were lost (see the README's \"Slot lost\")\n", rc.Slot)
 		return exitSlotLost
 	}
 	return exitOK
+}
+
+// failoverRows prints whether a failover keeps the slot: the slot's
+// failover flag, the primary's synchronized_standby_slots, and the
+// standby's copy of the slot when standbyURL names it.
+func failoverRows(ctx context.Context, row func(k, v string), rc replication.Config, st replication.SlotStatus, standbyURL string) {
+	if st.ServerVersion < 170000 {
+		row("failover", fmt.Sprintf("not possible: PostgreSQL %d has no failover slots (17+); a failover to a standby loses the slot", st.ServerVersion/10000))
+		return
+	}
+	switch {
+	case st.Failover:
+		row("failover", "yes")
+	case st.Active:
+		row("failover", "no: run "+replication.AlterFailoverSQL(rc.Slot)+" over a replication connection when no one streams the slot (walrelay run does it before streaming)")
+	default:
+		row("failover", "no: walrelay run makes it a failover slot before streaming ("+replication.AlterFailoverSQL(rc.Slot)+")")
+	}
+	if st.StandbySlots == "" {
+		row("synchronized_standby_slots", "empty: walrelay may get ahead of the standby, and a failover then loses what it relayed and the standby never received")
+	} else {
+		row("synchronized_standby_slots", st.StandbySlots)
+	}
+	if standbyURL == "" {
+		return
+	}
+	ss, err := replication.QueryStandbySlot(ctx, standbyURL, rc.Slot)
+	if err != nil {
+		row("standby", err.Error())
+		return
+	}
+	if problems := ss.Problems(rc.Slot); len(problems) > 0 {
+		row("standby", "NOT READY: "+strings.Join(problems, "; "))
+		return
+	}
+	row("standby", fmt.Sprintf("synced, confirmed_flush_lsn %s, %d bytes behind the primary's slot", ss.Confirmed, int64(st.Confirmed)-int64(ss.Confirmed)))
 }

@@ -113,10 +113,11 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 func TestMissingTopicWithoutCreateTopics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	dlq := e.Prefix + ".dlq"
+	dlq, checkpoints := e.Prefix+".dlq", e.Prefix+".checkpoints"
 	e.Bed.CreateTopic(t, dlq, 1)
+	e.Bed.CreateTopicWith(t, checkpoints, 1, map[string]string{"cleanup.policy": "compact"})
 	wit := e.witness(t)
-	relay := e.startRelay(t, "--create-topics=false", "--dlq-topic", dlq)
+	relay := e.startRelay(t, "--create-topics=false", "--dlq-topic", dlq, "--checkpoint-topic", checkpoints)
 	relay.WaitStreaming()
 	xid := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, harness.NewUUID(), e.AggType(0))
 	if code := relay.Wait(time.Minute); code != 2 {

@@ -1,0 +1,301 @@
+package marker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// DefaultTopic is Config.Topic's default (flag --checkpoint-topic).
+const DefaultTopic = "walrelay.checkpoints"
+
+// Config says where the markers are kept.
+type Config struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+	// Opts are extra client options (TLS, SASL), applied last.
+	Opts []kgo.Opt
+	// Topic is the compacted topic of the markers. Default DefaultTopic.
+	Topic string
+	// CreateTopic creates a missing topic with cleanup.policy=compact;
+	// without it a missing topic is an error wrapping ErrSetup.
+	CreateTopic bool
+	// ReplicationFactor of a created topic; -1: the broker's default.
+	ReplicationFactor int16
+	// Version is walrelay's version, written into each marker.
+	Version string
+}
+
+// ErrSetup is wrapped when the topic is missing (and may not be created) or
+// not compacted: a person must fix it.
+var ErrSetup = errors.New("checkpoint topic setup")
+
+// Marker is one slot's record.
+type Marker struct {
+	Slot             string    `json:"slot"`
+	Database         string    `json:"database"`
+	SystemIdentifier string    `json:"system_identifier"`
+	ConfirmedLSN     string    `json:"confirmed_lsn"`
+	UpdatedAt        time.Time `json:"updated_at"`
+	Version          string    `json:"walrelay_version"`
+}
+
+// Key is the record key of a slot's marker.
+func Key(system, database, slot string) string {
+	return "marker/" + system + "/" + database + "/" + slot
+}
+
+// Store reads and writes markers over one Kafka client.
+type Store struct {
+	cfg Config
+	cl  *kgo.Client
+	adm *kadm.Client
+	log *zap.Logger
+}
+
+// Open connects and checks the topic: it exists (or is created) and is
+// compacted.
+func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Store, error) {
+	if cfg.Topic == "" {
+		cfg.Topic = DefaultTopic
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		// N.B. a marker is written only once Kafka's in-sync replicas
+		// all have it: it must outlive a broker failure.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	}, cfg.Opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("create marker client: %w", err)
+	}
+	s := &Store{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: log.Named("marker")}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("reach kafka at %s: %w", strings.Join(cfg.Brokers, ","), err)
+	}
+	if err := s.ensureTopic(ctx); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the client.
+func (s *Store) Close() { s.cl.Close() }
+
+// CheckTopic reports whether topic exists and is compacted, or would be
+// created (for `walrelay check`): a note when it passes.
+func CheckTopic(ctx context.Context, adm *kadm.Client, topic string, create bool) (string, error) {
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("list topics: %w", err)
+	}
+	d, ok := topics[topic]
+	switch {
+	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		if create {
+			return "missing: will be created at start with cleanup.policy=compact (--create-topics)", nil
+		}
+		return "", fmt.Errorf("%w: topic %s does not exist and --create-topics is off: create it with cleanup.policy=compact (kafka-topics.sh --create --topic %s --config cleanup.policy=compact)", ErrSetup, topic, topic)
+	case d.Err != nil:
+		return "", denied(topic, fmt.Errorf("describe topic %s: %w", topic, d.Err))
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("describe topic %s configs: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return "", fmt.Errorf("describe topic %s configs: %w", topic, err)
+	}
+	if rc.Err != nil {
+		return "", denied(topic, fmt.Errorf("describe topic %s configs: %w", topic, rc.Err))
+	}
+	policy := ""
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			policy = c.MaybeValue()
+		}
+	}
+	// N.B. a deleting topic would drop the marker of a slot that has been
+	// idle for retention.ms, and a missing slot would be taken for new.
+	if !strings.Contains(policy, "compact") {
+		return "", fmt.Errorf("%w: topic %s has cleanup.policy=%s: walrelay keeps its slot markers there and needs them for good: run kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact", ErrSetup, topic, policy, topic)
+	}
+	return fmt.Sprintf("exists, %d partition(s), cleanup.policy=%s", len(d.Partitions), policy), nil
+}
+
+// denied wraps err with ErrSetup and the ACLs to grant when Kafka refused
+// the request.
+func denied(topic string, err error) error {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		return fmt.Errorf("%w: %w: grant walrelay's principal Describe, DescribeConfigs, Read and Write on topic %s (and Create, with --create-topics)", ErrSetup, err, topic)
+	}
+	return err
+}
+
+func (s *Store) ensureTopic(ctx context.Context) error {
+	_, err := CheckTopic(ctx, s.adm, s.cfg.Topic, false)
+	if err == nil || !s.cfg.CreateTopic || !errors.Is(err, ErrSetup) {
+		return err
+	}
+	topics, lerr := s.adm.ListTopics(ctx, s.cfg.Topic)
+	if lerr != nil {
+		return fmt.Errorf("list topics: %w", lerr)
+	}
+	if d, ok := topics[s.cfg.Topic]; ok && d.Err == nil {
+		return err // exists, not compacted
+	}
+	policy := "compact"
+	resp, cerr := s.adm.CreateTopic(ctx, 1, s.cfg.ReplicationFactor, map[string]*string{"cleanup.policy": &policy}, s.cfg.Topic)
+	if cerr != nil && !errors.Is(cerr, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", s.cfg.Topic, cerr)
+	}
+	if cerr == nil {
+		s.log.Info("created topic", zap.String("topic", s.cfg.Topic), zap.String("cleanup_policy", policy), zap.Int16("replication_factor", resp.ReplicationFactor))
+	}
+	// N.B. a created topic shows in the metadata of every broker a moment
+	// later: wait for it rather than take it for missing.
+	for i := 0; ; i++ {
+		_, err = CheckTopic(ctx, s.adm, s.cfg.Topic, true)
+		if err != nil || i == 50 {
+			return err
+		}
+		topics, lerr := s.adm.ListTopics(ctx, s.cfg.Topic)
+		if d, ok := topics[s.cfg.Topic]; lerr == nil && ok && d.Err == nil {
+			return nil
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Write stores m and waits for Kafka's acknowledgement.
+func (s *Store) Write(ctx context.Context, m Marker) error {
+	if m.UpdatedAt.IsZero() {
+		m.UpdatedAt = time.Now().UTC()
+	}
+	if m.Version == "" {
+		m.Version = s.cfg.Version
+	}
+	v, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode marker: %w", err)
+	}
+	rec := &kgo.Record{Topic: s.cfg.Topic, Key: []byte(Key(m.SystemIdentifier, m.Database, m.Slot)), Value: v}
+	if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("write marker: %w", err)
+	}
+	return nil
+}
+
+// Read returns the last marker of the slot, reading the topic from its start
+// to its end offsets; found is false when there is none (or its last record
+// is a tombstone).
+func (s *Store) Read(ctx context.Context, system, database, slot string) (m Marker, found bool, err error) {
+	key := Key(system, database, slot)
+	ends, err := s.adm.ListEndOffsets(ctx, s.cfg.Topic)
+	if err != nil {
+		return m, false, fmt.Errorf("list end offsets of %s: %w", s.cfg.Topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return m, false, fmt.Errorf("list end offsets of %s: %w", s.cfg.Topic, err)
+	}
+	want := map[int32]int64{}
+	offsets := map[string]map[int32]kgo.Offset{s.cfg.Topic: {}}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+			offsets[s.cfg.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		}
+	})
+	if len(want) == 0 {
+		return m, false, nil
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ConsumePartitions(offsets),
+		// N.B. transaction markers (the exactly-once checkpoints share the
+		// topic) take offsets too: kept, so the end offset is reached.
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}, s.cfg.Opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return m, false, fmt.Errorf("create marker reader: %w", err)
+	}
+	defer cl.Close()
+	var last []byte
+	for len(want) > 0 {
+		// N.B. compaction may remove a partition's last offsets (a
+		// tombstone past delete.retention.ms): a poll that gets nothing for
+		// several fetch waits means nothing is left below the end offsets,
+		// which the broker serves at once.
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return m, false, fmt.Errorf("read markers: %w", err)
+		}
+		var ferr error
+		fetches.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				ferr = errors.Join(ferr, err)
+			}
+		})
+		if ferr != nil {
+			return m, false, fmt.Errorf("read markers: %w", ferr)
+		}
+		if fetches.NumRecords() == 0 {
+			break
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == key && !r.Attrs.IsControl() {
+				last = r.Value
+				found = r.Value != nil
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	if !found {
+		return m, false, nil
+	}
+	if err := json.Unmarshal(last, &m); err != nil {
+		return m, false, fmt.Errorf("decode marker %s: %w", key, err)
+	}
+	return m, true, nil
+}
+
+// LSN parses m's confirmed LSN.
+func (m Marker) LSN() (pglogrepl.LSN, error) {
+	return pglogrepl.ParseLSN(m.ConfirmedLSN)
+}
+
+// LastConfirmed is Read as replication.History wants it.
+func (s *Store) LastConfirmed(ctx context.Context, system, database, slot string) (pglogrepl.LSN, time.Time, bool, error) {
+	m, found, err := s.Read(ctx, system, database, slot)
+	if err != nil || !found {
+		return 0, time.Time{}, false, err
+	}
+	lsn, err := m.LSN()
+	if err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("marker %s: %w", Key(system, database, slot), err)
+	}
+	return lsn, m.UpdatedAt, true, nil
+}

@@ -1,0 +1,94 @@
+package marker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+func TestKey(t *testing.T) {
+	if got, want := Key("7312", "app", "walrelay"), "marker/7312/app/walrelay"; got != want {
+		t.Errorf("Key = %q, want %q", got, want)
+	}
+}
+
+// TestWriteRead: the last marker of a slot is read back to the end
+// offsets, other slots' and other keys' records (the exactly-once
+// checkpoints share the topic) notwithstanding; a missing topic is created
+// compacted.
+func TestWriteRead(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := Config{Brokers: c.ListenAddrs(), Topic: "cp", CreateTopic: true, ReplicationFactor: -1, Version: "test"}
+	s, err := Open(ctx, cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, found, err := s.Read(ctx, "1", "db", "slot"); err != nil || found {
+		t.Fatalf("Read of an empty topic = found %v, %v; want none", found, err)
+	}
+	for _, lsn := range []string{"0/10", "0/20"} {
+		if err := s.Write(ctx, Marker{Slot: "slot", Database: "db", SystemIdentifier: "1", ConfirmedLSN: lsn}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Write(ctx, Marker{Slot: "other", Database: "db", SystemIdentifier: "1", ConfirmedLSN: "0/30"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: "cp", Key: []byte("checkpoint/slot"), Value: []byte("{}")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m, found, err := s.Read(ctx, "1", "db", "slot")
+	if err != nil || !found {
+		t.Fatalf("Read = found %v, %v; want the marker", found, err)
+	}
+	if m.ConfirmedLSN != "0/20" || m.Version != "test" || m.UpdatedAt.IsZero() {
+		t.Errorf("Read = %+v, want the last marker, 0/20, version test, a time", m)
+	}
+	if _, found, _ := s.Read(ctx, "2", "db", "slot"); found {
+		t.Errorf("a marker of another system was taken for this one's")
+	}
+	adm := kadm.NewClient(s.cl)
+	if _, err := CheckTopic(ctx, adm, "cp", false); err != nil {
+		t.Errorf("CheckTopic of the created topic: %v", err)
+	}
+}
+
+// TestTopicMustBeCompacted: a deleting topic or a missing one that may not
+// be created is a setup error.
+func TestTopicMustBeCompacted(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	del := "delete"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &del}, "deleting"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ topic string }{{"deleting"}, {"missing"}} {
+		_, err := Open(ctx, Config{Brokers: c.ListenAddrs(), Topic: tc.topic}, zap.NewNop())
+		if !errors.Is(err, ErrSetup) {
+			t.Errorf("Open(%s) = %v, want an error wrapping ErrSetup", tc.topic, err)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/replication"
+)
+
+// markerInterval is the longest time the slot's marker lags its confirmed
+// position while the position moves.
+const markerInterval = 5 * time.Second
+
+// history is the relay's replication.History: the markers this process
+// wrote or read, else the marker topic.
+type history struct {
+	mu    sync.Mutex
+	known map[string]marker.Marker // by marker.Key
+	store *marker.Store            // opened by the first attempt that reaches Kafka
+}
+
+func (h *history) setStore(s *marker.Store) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.store = s
+}
+
+func (h *history) getStore() *marker.Store {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.store
+}
+
+// has reports whether the slot's marker is known to exist.
+func (h *history) has(system, database, slot string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.known[marker.Key(system, database, slot)]
+	return ok
+}
+
+// close closes the store.
+func (h *history) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.store != nil {
+		h.store.Close()
+		h.store = nil
+	}
+}
+
+// LastConfirmed implements replication.History.
+//
+// N.B. a marker this process wrote is answered from memory: a reconnect
+// that finds the slot gone stops even when Kafka cannot be read.
+func (h *history) LastConfirmed(ctx context.Context, system, database, slot string) (pglogrepl.LSN, time.Time, bool, error) {
+	key := marker.Key(system, database, slot)
+	h.mu.Lock()
+	m, ok := h.known[key]
+	store := h.store
+	h.mu.Unlock()
+	if ok {
+		lsn, err := m.LSN()
+		return lsn, m.UpdatedAt, err == nil, err
+	}
+	if store == nil {
+		return 0, time.Time{}, false, nil
+	}
+	lsn, at, found, err := store.LastConfirmed(ctx, system, database, slot)
+	if found {
+		h.remember(marker.Marker{Slot: slot, Database: database, SystemIdentifier: system, ConfirmedLSN: lsn.String(), UpdatedAt: at})
+	}
+	return lsn, at, found, err
+}
+
+func (h *history) remember(m marker.Marker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.known == nil {
+		h.known = map[string]marker.Marker{}
+	}
+	h.known[marker.Key(m.SystemIdentifier, m.Database, m.Slot)] = m
+}
+
+// writeMarker records that the slot of st is walrelay's, confirmed at lsn,
+// and waits for Kafka's acknowledgement.
+func (r *Relay) writeMarker(ctx context.Context, ms *marker.Store, st replication.SlotState, lsn pglogrepl.LSN) error {
+	m := marker.Marker{Slot: r.rc.Slot, Database: st.Database, SystemIdentifier: st.SystemID,
+		ConfirmedLSN: lsn.String(), UpdatedAt: time.Now().UTC()}
+	if ms != nil {
+		if err := ms.Write(ctx, m); err != nil {
+			return err
+		}
+	}
+	r.hist.remember(m)
+	return nil
+}
+
+// keepMarker refreshes the slot's marker with the stream's confirmed
+// position at most every markerInterval, until done is closed or ctx ends.
+// A failed refresh is logged and retried: the marker only has to exist, its
+// position serves the log after a failover.
+func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *marker.Store, st replication.SlotState, stream *replication.Stream) error {
+	last := st.ConfirmedFlush
+	tick := time.NewTicker(markerInterval)
+	defer tick.Stop()
+	refresh := func(ctx context.Context) {
+		c := stream.Confirmed()
+		if c <= last {
+			return
+		}
+		if err := r.writeMarker(ctx, ms, st, c); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("refresh the slot marker", zap.String("slot", r.rc.Slot), zap.Error(err))
+			}
+			return
+		}
+		last = c
+	}
+	for {
+		select {
+		case <-tick.C:
+			refresh(ctx)
+		case <-done:
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			refresh(fctx)
+			cancel()
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
