@@ -20,18 +20,7 @@ var ErrColumns = errors.New("outbox table cannot be mapped")
 // MappedColumns returns each column the mapping and the topic template
 // name, with the flag that names it.
 func MappedColumns(dc decode.Config) (map[string]string, error) {
-	tmpl, err := decode.ParseTemplate(dc.Topic)
-	if err != nil {
-		return nil, err
-	}
-	want := map[string]string{dc.IDColumn: "--id-column", dc.KeyColumn: "--key-column", dc.PayloadColumn: "--payload-column"}
-	for _, h := range dc.HeaderColumns {
-		want[h.Column] = "--header-columns"
-	}
-	for _, c := range tmpl.Columns() {
-		want[c] = "--topic"
-	}
-	return want, nil
+	return decode.MappedColumns(dc)
 }
 
 // CheckColumns verifies before streaming that each outbox table has every
