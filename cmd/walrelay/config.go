@@ -55,6 +55,12 @@ type config struct {
 	recreateLost    bool
 	kafka           kafkaSecurity
 	pgURLFile       string
+	// Debezium drop-in (issue 15): converter formats and router options.
+	keyConverter, valueConverter string
+	nullableColumns              string
+	envelopeColumns              string
+	topicRegex, routeColumn      string
+	tombstoneOnEmpty             bool
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -109,6 +115,13 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.kafka.username, "kafka-sasl-username", "", "SASL user")
 	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
 	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
+	fs.StringVar(&cfg.keyConverter, "key-converter", decode.FormatString, "record key format, as Kafka Connect's key.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false) or json-schema (schemas.enable=true)")
+	fs.StringVar(&cfg.valueConverter, "value-converter", decode.FormatString, "record value format, as Kafka Connect's value.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false), json-schema (schemas.enable=true) or bytes (ByteArrayConverter, a bytea payload)")
+	fs.StringVar(&cfg.nullableColumns, "nullable-columns", "payload", "columns declared without NOT NULL, comma-separated: json-schema writes \"optional\":true for them (Debezium reads it from the catalog)")
+	fs.StringVar(&cfg.envelopeColumns, "envelope-columns", "", "make the value {\"payload\":...,ALIAS:column...} with these column:alias pairs, comma-separated (Debezium's column:envelope:alias placement; needs --value-converter json)")
+	fs.StringVar(&cfg.topicRegex, "topic-regex", "", "route like Debezium's route.topic.regex: matched against the whole --route-column value, --topic is then its replacement ($1, ${name}); no match: the value is the topic (empty: --topic is a template)")
+	fs.StringVar(&cfg.routeColumn, "route-column", "aggregatetype", "column --topic-regex is matched against (Debezium's route.by.field)")
+	fs.BoolVar(&cfg.tombstoneOnEmpty, "tombstone-on-empty-payload", false, "a NULL or blank payload becomes a tombstone (no value), as Debezium's route.tombstone.on.empty.payload")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
 	if benchFlags != nil {
@@ -238,6 +251,21 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		HeaderColumns:  headers,
 		Topic:          c.topic,
 		MaxRecordBytes: c.maxMessageBytes,
+
+		KeyFormat:               c.keyConverter,
+		ValueFormat:             c.valueConverter,
+		NullableColumns:         splitList(c.nullableColumns),
+		TopicRegex:              c.topicRegex,
+		RouteColumn:             c.routeColumn,
+		TombstoneOnEmptyPayload: c.tombstoneOnEmpty,
+	}
+	for _, p := range splitList(c.envelopeColumns) {
+		col, alias, ok := strings.Cut(p, ":")
+		if !ok || col == "" || alias == "" {
+			errs = append(errs, fmt.Errorf("--envelope-columns %q: want column:alias pairs, e.g. type:eventType", p))
+			continue
+		}
+		dc.EnvelopeFields = append(dc.EnvelopeFields, decode.EnvelopeField{Column: col, Alias: alias})
 	}
 	// N.B. a bad template is reported by dc.Validate.
 	if mapped, err := pipeline.MappedColumns(dc); err == nil {
