@@ -43,6 +43,12 @@ func TestDecodeFormats(t *testing.T) {
 			wantKey: "o-1", wantValue: `"a\tb\nc\rd\be\ff\u0001g\u001Fh/` + "\u2028" + `"`,
 		},
 		{
+			name:    "json: a code point above U+FFFF as its surrogate pair, the rest of UTF-8 kept",
+			cfg:     Config{KeyFormat: FormatJSON, ValueFormat: FormatJSON},
+			row:     []val{text(eventUUID), text("Order"), text("k-🎉"), text("Created"), text(`"ü✓日🎉𝄞"`)},
+			wantKey: `"k-\uD83C\uDF89"`, wantValue: `"\"ü✓日\uD83C\uDF89\uD834\uDD1E\""`,
+		},
+		{
 			name:    "json: NULL payload is the JSON null",
 			cfg:     Config{ValueFormat: FormatJSON},
 			row:     row(null()),
