@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,10 +35,24 @@ type configuration struct {
 	name, about string
 	edit        func(conf map[string]string, pfx string)
 	topics      []string
-	checkRows   bool // also compare each side with the rows as PostgreSQL renders them
+	checkRows   bool     // also compare each side with the rows as PostgreSQL renders them
+	outboxes    []string // the outbox tables (table.include.list); default outbox and outbox_json
 }
 
-var aggTypes = []string{"Order", "Customer", "shipment-v2", "payment.v1"}
+var withBytes = []string{"outbox", "outbox_json", "outbox_bytes"}
+
+// tables are the configuration's outbox tables.
+func (cf configuration) tables() []string {
+	if cf.outboxes != nil {
+		return cf.outboxes
+	}
+	return []string{"outbox", "outbox_json"}
+}
+
+var (
+	aggTypes      = []string{"Order", "Customer", "shipment-v2", "payment.v1"}
+	aggTypesBytes = append(aggTypes[:len(aggTypes):len(aggTypes)], "Blob")
+)
 
 func configurations() []configuration {
 	return []configuration{
@@ -51,7 +66,7 @@ func configurations() []configuration {
 				c["key.converter"], c["key.converter.schemas.enable"] = jsonConverter, "false"
 				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "false"
 			},
-			topics: aggTypes,
+			topics: aggTypesBytes, outboxes: withBytes,
 		},
 		{
 			name: "jsonschema", about: "JsonConverter with schemas.enable=true for key and value",
@@ -59,7 +74,14 @@ func configurations() []configuration {
 				c["key.converter"], c["key.converter.schemas.enable"] = jsonConverter, "true"
 				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
 			},
-			topics: aggTypes,
+			topics: aggTypesBytes, outboxes: withBytes,
+		},
+		{
+			name: "bytes", about: "ByteArrayConverter value (bytea payloads), StringConverter key",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"] = "org.apache.kafka.connect.converters.ByteArrayConverter"
+			},
+			topics: []string{"Blob"}, outboxes: []string{"outbox_bytes"},
 		},
 		{
 			name: "regex", about: "a custom route.topic.regex with named groups (one optional) and a replacement holding the prefix",
@@ -87,6 +109,17 @@ func configurations() []configuration {
 	}
 }
 
+// rows are the committed rows of the configuration's outbox tables.
+func (cf configuration) rows(all map[string]row) map[string]row {
+	out := map[string]row{}
+	for id, r := range all {
+		if slices.Contains(cf.tables(), r.Table) {
+			out[id] = r
+		}
+	}
+	return out
+}
+
 // connector is configuration cf's Debezium connector for slot (and
 // publication) slot and topic prefix pfx.
 func (cf configuration) connector(dsn, slot, pfx string) (map[string]string, error) {
@@ -94,7 +127,7 @@ func (cf configuration) connector(dsn, slot, pfx string) (map[string]string, err
 	if err != nil {
 		return nil, err
 	}
-	conf["table.include.list"] = "public.outbox,public.outbox_json"
+	conf["table.include.list"] = "public." + strings.Join(cf.tables(), ",public.")
 	conf["key.converter"] = stringConverter
 	conf["value.converter"] = stringConverter
 	if cf.edit != nil {
@@ -202,7 +235,9 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	for _, cf := range cfs {
 		for _, side := range []string{"wr", "dbz"} {
 			s := "compat_" + cf.name + "_" + side
-			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json WITH (publish = 'insert')`); err != nil {
+			// N.B. every publication has all three tables: a table that is
+			// not one of the configuration's outboxes is ignored by both.
+			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes WITH (publish = 'insert')`); err != nil {
 				return nil, err
 			}
 			if err := rig.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
@@ -298,7 +333,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		recs, err := rig.ReadAll(ctx, env.Brokers, len(rows), 3*time.Minute, prefixed("wr."+cf.name+".", cf.topics)...)
+		recs, err := rig.ReadAll(ctx, env.Brokers, len(cf.rows(rows)), 3*time.Minute, prefixed("wr."+cf.name+".", cf.topics)...)
 		_ = p.Stop(30 * time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("walrelay, configuration %s: %w; last lines of its log:\n%s", cf.name, err, p.Tail(20))
@@ -310,7 +345,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	dbzRecs := make([][]*kgo.Record, len(cfs))
 	for i, cf := range cfs {
 		name := "compat_" + cf.name + "_dbz"
-		recs, err := rig.ReadAll(ctx, env.Brokers, len(rows), 3*time.Minute, prefixed("dbz."+cf.name+".", cf.topics)...)
+		recs, err := rig.ReadAll(ctx, env.Brokers, len(cf.rows(rows)), 3*time.Minute, prefixed("dbz."+cf.name+".", cf.topics)...)
 		if err != nil {
 			st, trace, _ := w.TaskState(ctx, name)
 			return nil, fmt.Errorf("debezium, configuration %s (task %s %s): %w; last lines of %s:\n%s", cf.name, st, trace, err, w.LogPath(), proc.Tail(w.LogPath(), 20))
@@ -324,7 +359,8 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		wrRecs[i], dbzRecs[i] = rereadLate(ctx, env.Brokers, "wr."+cf.name+".", "dbz."+cf.name+".", cf.topics, wrRecs[i], dbzRecs[i])
 		c := rep.Configs[i]
 		c.Walrelay, c.Debezium = len(wrRecs[i]), len(dbzRecs[i])
-		compare(c, rows, labels, wrRecs[i], dbzRecs[i], "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows)
+		c.Rows = len(cf.rows(rows))
+		compare(c, cf.rows(rows), labels, wrRecs[i], dbzRecs[i], "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows)
 		rep.Unexpected += c.Unexpected
 	}
 	_ = os.RemoveAll(work)

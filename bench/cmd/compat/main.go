@@ -157,6 +157,7 @@ type Report struct {
 type ConfigReport struct {
 	Name           string            `json:"name"`
 	About          string            `json:"about"`
+	Rows           int               `json:"rows"`
 	Walrelay       int               `json:"walrelay_records"`
 	Debezium       int               `json:"debezium_records"`
 	Diffs          []Diff            `json:"differences"`
@@ -183,6 +184,14 @@ CREATE TABLE outbox_json (
   aggregateid   text NOT NULL,
   type          text NOT NULL,
   payload       json
+);
+-- bytea: the bytes converters (ByteArrayConverter, JsonConverter's base64).
+CREATE TABLE outbox_bytes (
+  id            uuid PRIMARY KEY,
+  aggregatetype text NOT NULL,
+  aggregateid   text NOT NULL,
+  type          text NOT NULL,
+  payload       bytea
 );`
 
 // ins is one insert: its payload is an SQL expression.
@@ -211,6 +220,12 @@ func transactions() (committed [][]ins, rolledBack []ins, deleted ins) {
 		},
 		{{"json column, whitespace and key order kept", j, "Order", "order-6", "OrderCreated", `'{ "z": 1,  "a" : [1,2 ,3], "z": 2 }'`}},
 		{{"json column, unicode escapes kept", j, "Customer", "cust-9", "CustomerCreated", `'{"name": "\u00e9t\u00e9 ✓"}'`}},
+		{{"json column, raw newline and tab", j, "Order", "order-7", "OrderCreated", `E'{\n\t"a": "x"}'`}},
+		{
+			{"bytea payload", "outbox_bytes", "Blob", "blob-1", "BlobStored", `'\x00ff41e29c93'::bytea`},
+			{"empty bytea payload", "outbox_bytes", "Blob", "blob-1", "BlobStored", `''::bytea`},
+			{"NULL bytea payload", "outbox_bytes", "Blob", "blob-2", "BlobDeleted", `NULL`},
+		},
 	}
 	// Many rows in one transaction over many keys: partitions and order.
 	var many []ins
@@ -281,7 +296,7 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 		return nil, nil, err
 	}
 	rows := map[string]row{}
-	for _, t := range []string{"outbox", "outbox_json"} {
+	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes"} {
 		rs, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text FROM `+t)
 		if err != nil {
 			return nil, nil, err
@@ -553,7 +568,7 @@ func (rep *Report) markdown() string {
 	b.WriteString("Checked: " + strings.Join(rep.Checked, "; ") + ".\n")
 	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
 	for _, c := range rep.Configs {
-		fmt.Fprintf(&b, "\n### %s: %s\n\nwalrelay wrote %d records, Debezium %d. walrelay's imported settings:\n\n```\n%s\n```\n\n", c.Name, c.About, c.Walrelay, c.Debezium, strings.Join(c.Imported, "\n"))
+		fmt.Fprintf(&b, "\n### %s: %s\n\n%d committed rows; walrelay wrote %d records, Debezium %d. walrelay's imported settings:\n\n```\n%s\n```\n\n", c.Name, c.About, c.Rows, c.Walrelay, c.Debezium, strings.Join(c.Imported, "\n"))
 		if len(c.Diffs) == 0 {
 			b.WriteString("No differences.\n")
 			continue
@@ -567,7 +582,7 @@ func (rep *Report) markdown() string {
 			rows := fmt.Sprintf("%d", len(d.Rows))
 			if len(d.Rows) <= 3 {
 				rows = strings.Join(d.Rows, "; ")
-			} else if len(d.Rows) < rep.Rows {
+			} else if len(d.Rows) < c.Rows {
 				rows = fmt.Sprintf("%d, e.g. %s", len(d.Rows), strings.Join(d.Rows[:3], "; "))
 			} else {
 				rows = fmt.Sprintf("all %d", len(d.Rows))
