@@ -394,6 +394,18 @@ func (d *Decoder) encodeValue(rel *relation, cols []pgoutput.TupleCol) ([]byte, 
 	return d.vbuf, nil
 }
 
+// CheckFormatType returns an error wrapping ErrUnsupportedType when the
+// record formats of c cannot take a column of type oid as the column flag
+// names (a bytes value needs a bytea payload): the check at start, with
+// CheckColumnType; the decoder makes the same check per relation.
+func (c Config) CheckFormatType(flag string, oid uint32) error {
+	c = c.withDefaults()
+	if flag == "--payload-column" && c.ValueFormat == FormatBytes && oid != oidBytea {
+		return fmt.Errorf("%w: --value-converter %s (ByteArrayConverter) takes a bytea payload only; use string or json for this payload, or make it bytea", ErrUnsupportedType, FormatBytes)
+	}
+	return nil
+}
+
 // MappedColumns returns each column the configuration names, with the
 // flag that names it.
 func MappedColumns(c Config) (map[string]string, error) {

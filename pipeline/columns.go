@@ -92,6 +92,9 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 			if err := decode.CheckColumnType(flag, c.oid); err != nil {
 				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w: name a column of one of those types or change its type with ALTER TABLE %s ALTER COLUMN %s TYPE ...", t, col, flag, c.typ, err, t, pgx.Identifier{col}.Sanitize()))
 			}
+			if err := dc.CheckFormatType(flag, c.oid); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w", t, col, flag, c.typ, err))
+			}
 			switch {
 			case c.generated == "s" && version < 180000:
 				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... STORED, and pgoutput sends generated columns only from PostgreSQL 18 (server_version_num %d): name a column the application writes, or make it a plain column (ALTER TABLE %s ALTER COLUMN %s DROP EXPRESSION)", t, col, flag, version, t, pgx.Identifier{col}.Sanitize()))

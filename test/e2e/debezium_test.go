@@ -139,3 +139,18 @@ func TestDebeziumPublicationTakeover(t *testing.T) {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
 }
+
+// TestBytesConverterRefusesNonByteaPayload: --value-converter bytes
+// (ByteArrayConverter) takes a bytea payload only; with the jsonb outbox
+// walrelay run and check exit 2 at start naming the column (rather than
+// dead-lettering every event).
+func TestBytesConverterRefusesNonByteaPayload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, cmd := range []string{"check", "run"} {
+		code, out := runOnce(t, nil, e.runArgs(cmd, "--value-converter", "bytes")...)
+		if code != 2 || !strings.Contains(out, "payload") || !strings.Contains(out, "bytea") {
+			t.Errorf("walrelay %s --value-converter bytes on a jsonb payload: exit code %d, want 2 naming the payload column and bytea:\n%s", cmd, code, out)
+		}
+	}
+}
