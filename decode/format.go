@@ -406,6 +406,30 @@ func (c Config) CheckFormatType(flag string, oid uint32) error {
 	return nil
 }
 
+// ErrNullability is wrapped when a column's NOT NULL and
+// Config.NullableColumns disagree where a json-schema format writes it.
+var ErrNullability = errors.New("nullability differs from the catalog")
+
+// CheckNullable returns an error wrapping ErrNullability when the
+// json-schema format would write column's "optional" (from
+// NullableColumns) other than Debezium does (from the catalog: notNull),
+// for the key and the payload column (flag --key-column or
+// --payload-column).
+func (c Config) CheckNullable(column, flag string, notNull bool) error {
+	c = c.withDefaults()
+	if !(flag == "--key-column" && c.KeyFormat == FormatJSONSchema || flag == "--payload-column" && c.ValueFormat == FormatJSONSchema) {
+		return nil
+	}
+	listed := slices.Contains(c.NullableColumns, column)
+	switch {
+	case listed && notNull:
+		return fmt.Errorf("%w: it is NOT NULL, but --nullable-columns names it, so json-schema would write \"optional\":true where Debezium writes false: take %s out of --nullable-columns", ErrNullability, column)
+	case !listed && !notNull:
+		return fmt.Errorf("%w: it may be NULL (no NOT NULL), but --nullable-columns does not name it, so json-schema would write \"optional\":false where Debezium writes true: add %s to --nullable-columns", ErrNullability, column)
+	}
+	return nil
+}
+
 // MappedColumns returns each column the configuration names, with the
 // flag that names it.
 func MappedColumns(c Config) (map[string]string, error) {

@@ -212,3 +212,26 @@ func TestFormatConfigRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckNullable(t *testing.T) {
+	js := Config{KeyFormat: FormatJSONSchema, ValueFormat: FormatJSONSchema, NullableColumns: []string{"payload"}}
+	for _, tc := range []struct {
+		name, column, flag string
+		cfg                Config
+		notNull, wantErr   bool
+	}{
+		{"nullable payload listed", "payload", "--payload-column", js, false, false},
+		{"NOT NULL payload listed", "payload", "--payload-column", js, true, true},
+		{"NOT NULL key not listed", "aggregateid", "--key-column", js, true, false},
+		{"nullable key not listed", "aggregateid", "--key-column", js, false, true},
+		{"string format: not checked", "payload", "--payload-column", Config{NullableColumns: []string{"payload"}}, true, false},
+		{"a header column: not checked", "type", "--header-columns", js, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.CheckNullable(tc.column, tc.flag, tc.notNull)
+			if (err != nil) != tc.wantErr || err != nil && !errors.Is(err, ErrNullability) {
+				t.Errorf("CheckNullable(%q, %q, %v) = %v, want error %v", tc.column, tc.flag, tc.notNull, err, tc.wantErr)
+			}
+		})
+	}
+}

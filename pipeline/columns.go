@@ -59,8 +59,9 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 			name, typ string
 			oid       uint32
 			generated string
+			notNull   bool
 		}
-		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text FROM pg_attribute a
+		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text, a.attnotnull FROM pg_attribute a
 			JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, schema, table)
 		if err != nil {
@@ -68,7 +69,7 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 		}
 		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (column, error) {
 			var c column
-			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated)
+			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated, &c.notNull)
 			return c, err
 		})
 		if err != nil {
@@ -94,6 +95,9 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 			}
 			if err := dc.CheckFormatType(flag, c.oid); err != nil {
 				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w", t, col, flag, c.typ, err))
+			}
+			if err := dc.CheckNullable(col, flag, c.notNull); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s): %w", t, col, flag, err))
 			}
 			switch {
 			case c.generated == "s" && version < 180000:

@@ -154,3 +154,23 @@ func TestBytesConverterRefusesNonByteaPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONSchemaNullabilityMismatchRefused: json-schema writes the key's and
+// the payload's "optional" from --nullable-columns, Debezium from the
+// catalog's NOT NULL. A payload declared NOT NULL while --nullable-columns
+// names it (its default) would give other bytes than Debezium's: check
+// and run exit 2 naming the fix; with --nullable-columns ” check passes.
+func TestJSONSchemaNullabilityMismatchRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET NOT NULL`)
+	for _, cmd := range []string{"check", "run"} {
+		code, out := runOnce(t, nil, e.runArgs(cmd, "--value-converter", "json-schema")...)
+		if code != 2 || !strings.Contains(out, "--nullable-columns") || !strings.Contains(out, "NOT NULL") {
+			t.Errorf("walrelay %s --value-converter json-schema with a NOT NULL payload: exit code %d, want 2 naming NOT NULL and --nullable-columns:\n%s", cmd, code, out)
+		}
+	}
+	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json-schema", "--nullable-columns", "")...); code != 0 {
+		t.Errorf("walrelay check with --nullable-columns '': exit code %d, want 0:\n%s", code, out)
+	}
+}
