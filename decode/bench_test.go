@@ -10,7 +10,20 @@ import (
 // single-row transactions with a 300-byte JSON payload: the backlog-drain
 // workload of bench/.
 func BenchmarkDecodeSingleRowTransactions(b *testing.B) {
-	d := newDecoder(b, Config{HeaderColumns: []HeaderColumn{{Column: "type", Header: "eventType"}}})
+	benchSingleRow(b, Config{HeaderColumns: []HeaderColumn{{Column: "type", Header: "eventType"}}})
+}
+
+// BenchmarkDecodeSingleRowJSONSchema is BenchmarkDecodeSingleRowTransactions
+// with key and value in the json-schema format (JsonConverter,
+// schemas.enable=true): the encoding goes to reused buffers, so it adds no
+// allocation.
+func BenchmarkDecodeSingleRowJSONSchema(b *testing.B) {
+	benchSingleRow(b, Config{HeaderColumns: []HeaderColumn{{Column: "type", Header: "eventType"}},
+		KeyFormat: FormatJSONSchema, ValueFormat: FormatJSONSchema, NullableColumns: []string{"payload"}})
+}
+
+func benchSingleRow(b *testing.B, cfg Config) {
+	d := newDecoder(b, cfg)
 	if _, err := d.Decode(outboxRelation(pgJSONB)); err != nil {
 		b.Fatal(err)
 	}

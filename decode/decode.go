@@ -93,6 +93,34 @@ type Config struct {
 	// message.max.bytes); a larger event is a poison event (ErrTooLarge).
 	// Default 0: no limit here.
 	MaxRecordBytes int
+	// KeyFormat and ValueFormat are the formats of the record key and
+	// value (FormatString, FormatJSON, FormatJSONSchema, FormatBytes: the
+	// Connect converter walrelay writes as). Default FormatString.
+	KeyFormat   string
+	ValueFormat string
+	// NullableColumns are the columns FormatJSONSchema declares
+	// "optional":true (Debezium: the columns without NOT NULL); the
+	// others are "optional":false. Default none.
+	NullableColumns []string
+	// EnvelopeFields make the value an object holding the payload as
+	// "payload" and each column as its alias, in this order (the router's
+	// column:envelope:alias placement). FormatJSON only. Default none.
+	EnvelopeFields []EnvelopeField
+	// TopicRegex, when set, routes as Kafka Connect's RegexRouter: Topic is
+	// then a replacement string ($n, ${name} refer to the groups of
+	// TopicRegex matched against the whole value of RouteColumn; no match:
+	// the value itself is the topic), not a template. Default "": Topic is
+	// a template.
+	TopicRegex string
+	// RouteColumn is the column TopicRegex is matched against. Default
+	// "aggregatetype".
+	RouteColumn string
+	// TombstoneOnEmptyPayload makes a record whose payload is NULL or, for
+	// a payload that is not bytea, only characters up to U+0020, a
+	// tombstone (no value; the router's route.tombstone.on.empty.payload).
+	// Default false: a NULL payload is a null value in FormatString and
+	// FormatBytes, the JSON null in the json formats.
+	TombstoneOnEmptyPayload bool
 	// ResolvePartitions holds back each relation that is not an outbox
 	// until the caller says whether it is a partition of one (Unresolved,
 	// Resolve); a change to it before that is an error. Default false:
@@ -124,6 +152,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxPartBytes <= 0 {
 		c.MaxPartBytes = 1 << 20
 	}
+	if c.KeyFormat == "" {
+		c.KeyFormat = FormatString
+	}
+	if c.ValueFormat == "" {
+		c.ValueFormat = FormatString
+	}
+	if c.RouteColumn == "" {
+		c.RouteColumn = "aggregatetype"
+	}
 	return c
 }
 
@@ -136,8 +173,33 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := ParseTemplate(c.Topic); err != nil {
+	if c.TopicRegex != "" {
+		if _, err := compileTopicRegex(c.TopicRegex, c.Topic); err != nil {
+			errs = append(errs, err)
+		}
+	} else if _, err := ParseTemplate(c.Topic); err != nil {
 		errs = append(errs, err)
+	}
+	if !validFormat(c.KeyFormat) {
+		errs = append(errs, fmt.Errorf("key format %q: want %s", c.KeyFormat, strings.Join(formats[:3], ", ")))
+	} else if c.KeyFormat == FormatBytes {
+		errs = append(errs, fmt.Errorf("key format %q: the key column is text or an integer; want %s", c.KeyFormat, strings.Join(formats[:3], ", ")))
+	}
+	if !validFormat(c.ValueFormat) {
+		errs = append(errs, fmt.Errorf("value format %q: want %s", c.ValueFormat, strings.Join(formats, ", ")))
+	}
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat != FormatJSON {
+		errs = append(errs, fmt.Errorf("envelope fields need value format %s (JsonConverter, schemas.enable=false), not %q", FormatJSON, c.ValueFormat))
+	}
+	aliases := map[string]bool{"payload": true}
+	for _, f := range c.EnvelopeFields {
+		if f.Column == "" || f.Alias == "" {
+			errs = append(errs, fmt.Errorf("envelope field %q:%q: both the column and the alias are needed (column:alias)", f.Column, f.Alias))
+		}
+		if aliases[f.Alias] {
+			errs = append(errs, fmt.Errorf("envelope field %q is given twice (\"payload\" is always the payload)", f.Alias))
+		}
+		aliases[f.Alias] = true
 	}
 	seen := map[string]bool{"id": true}
 	for _, h := range c.HeaderColumns {
@@ -264,6 +326,15 @@ type relation struct {
 	topics                    map[string]string // rendered template values → validated topic
 	topicErrs                 map[string]error
 
+	// The json formats (format.go): what goes before and after the JSON
+	// of the key and of the payload, the envelope fields' columns, their
+	// `,"alias":` and how each is written.
+	keyPre, keySuf, valPre, valSuf string
+	keyKind, payloadKind           jsonKind
+	envIdx                         []int
+	envNames                       []string
+	envKinds                       []jsonKind
+
 	// Set with Config.ResolvePartitions (see partition.go): pending until
 	// Resolve; partition names the partition whose rows are this outbox's;
 	// gone is a relation no longer in the catalog; warned once it is logged.
@@ -286,6 +357,9 @@ type Decoder struct {
 	bytes int
 	cols  []pgoutput.TupleCol
 	buf   []byte
+	re    *topicRegex
+	// Scratch for the json formats: the key, the value, a bytea's bytes.
+	kbuf, vbuf, tmp []byte
 
 	Stats Stats
 }
@@ -303,6 +377,10 @@ func New(cfg Config, log *zap.Logger) (*Decoder, error) {
 		template:  tmpl,
 		log:       log.Named("decode"),
 		relations: make(map[uint32]*relation),
+	}
+	if cfg.TopicRegex != "" {
+		d.re, _ = compileTopicRegex(cfg.TopicRegex, cfg.Topic)
+		d.template = Template{src: cfg.Topic, parts: []templatePart{{column: cfg.RouteColumn}}}
 	}
 	for _, t := range cfg.Tables {
 		s, n, _ := SplitTable(t)
@@ -565,9 +643,21 @@ func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation
 		rel.headerIdx = append(rel.headerIdx, need(h.Column, "--header-columns"))
 	}
 	rel.topicParts = d.template.parts
+	topicFlag := "--topic"
+	if d.re != nil {
+		topicFlag = "--route-column"
+	}
 	for _, p := range d.template.parts {
 		if p.column != "" {
-			rel.topicCols = append(rel.topicCols, need(p.column, "--topic"))
+			rel.topicCols = append(rel.topicCols, need(p.column, topicFlag))
+		}
+	}
+	for _, f := range d.cfg.EnvelopeFields {
+		rel.envIdx = append(rel.envIdx, need(f.Column, "--envelope-columns"))
+	}
+	if rel.idIdx >= 0 && rel.keyIdx >= 0 && rel.payloadIdx >= 0 && !slices.Contains(rel.envIdx, -1) {
+		if err := d.mapFormats(rel, m.Columns); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	rel.topics = make(map[string]string)
@@ -583,9 +673,11 @@ func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation
 // The type OIDs a mapped column may have, by the flag that names it; a flag
 // not listed takes any type (its text form is used as sent).
 var columnTypes = map[string][]uint32{
-	"--id-column":      {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2},
-	"--key-column":     {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2},
-	"--payload-column": {oidJSONB, oidJSON, oidText, oidVarchar, oidBytea},
+	"--id-column":        {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2},
+	"--key-column":       {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2},
+	"--payload-column":   {oidJSONB, oidJSON, oidText, oidVarchar, oidBytea},
+	"--route-column":     {oidText, oidVarchar, oidBpchar},
+	"--envelope-columns": {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2, oidBool, oidJSON, oidJSONB, oidBytea},
 }
 
 // CheckColumnType returns an error wrapping ErrUnsupportedType when a
@@ -676,9 +768,33 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 	if p.Kind == pgoutput.KindText && rel.payloadBytea && !isHexBytea(p.Data) {
 		return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, errByteaFormat))
 	}
-	valueLen := decodedLen(p, rel.payloadBytea)
-	n := len(id) + len(key) + valueLen
-	size := len(id) + len(key) + valueLen + 2 // Event.Size of the result
+	// N.B. the router's tombstone test: a NULL payload, or a text one
+	// that Java's trim() empties (a bytea's ByteBuffer never prints
+	// empty).
+	tomb := d.cfg.TombstoneOnEmptyPayload && (p.Kind == pgoutput.KindNull || !rel.payloadBytea && javaBlank(p.Data))
+	var value []byte // the value in a json format, in d.vbuf
+	var valueLen int
+	switch {
+	case tomb:
+	case d.cfg.ValueFormat == FormatJSON || d.cfg.ValueFormat == FormatJSONSchema:
+		v, err := d.encodeValue(rel, cols)
+		if err != nil {
+			return fail(err)
+		}
+		value, valueLen = v, len(v)
+	default:
+		valueLen = decodedLen(p, rel.payloadBytea)
+	}
+	keyData := key
+	if d.cfg.KeyFormat != FormatString {
+		k, err := d.encodeKey(rel, key)
+		if err != nil {
+			return fail(fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.KeyColumn, err))
+		}
+		keyData = k
+	}
+	n := len(id) + len(keyData) + valueLen
+	size := len(id) + len(keyData) + valueLen + 2 // Event.Size of the result
 	for i, ci := range rel.headerIdx {
 		c := cols[ci]
 		switch c.Kind {
@@ -732,8 +848,12 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 			}
 		}
 	}
-	ev.Key, off = put(buf, off, key)
-	if p.Kind == pgoutput.KindText {
+	ev.Key, off = put(buf, off, keyData)
+	switch {
+	case tomb:
+	case value != nil:
+		ev.Value, off = put(buf, off, value)
+	case p.Kind == pgoutput.KindText:
 		if rel.payloadBytea {
 			ev.Value, off, err = putBytea(buf, off, p.Data)
 		} else {
@@ -818,6 +938,9 @@ func (d *Decoder) topic(rel *relation, cols []pgoutput.TupleCol) (string, error)
 		return "", err
 	}
 	name := string(buf)
+	if d.re != nil {
+		name = string(d.re.appendTopic(nil, buf))
+	}
 	if err := ValidTopic(name); err != nil {
 		err = fmt.Errorf("%w: template %q gives %w", ErrInvalidTopic, d.template.String(), err)
 		if len(rel.topicErrs) < 1024 {

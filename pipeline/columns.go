@@ -20,18 +20,7 @@ var ErrColumns = errors.New("outbox table cannot be mapped")
 // MappedColumns returns each column the mapping and the topic template
 // name, with the flag that names it.
 func MappedColumns(dc decode.Config) (map[string]string, error) {
-	tmpl, err := decode.ParseTemplate(dc.Topic)
-	if err != nil {
-		return nil, err
-	}
-	want := map[string]string{dc.IDColumn: "--id-column", dc.KeyColumn: "--key-column", dc.PayloadColumn: "--payload-column"}
-	for _, h := range dc.HeaderColumns {
-		want[h.Column] = "--header-columns"
-	}
-	for _, c := range tmpl.Columns() {
-		want[c] = "--topic"
-	}
-	return want, nil
+	return decode.MappedColumns(dc)
 }
 
 // CheckColumns verifies before streaming that each outbox table has every
@@ -70,8 +59,9 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 			name, typ string
 			oid       uint32
 			generated string
+			notNull   bool
 		}
-		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text FROM pg_attribute a
+		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text, a.attnotnull FROM pg_attribute a
 			JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, schema, table)
 		if err != nil {
@@ -79,7 +69,7 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 		}
 		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (column, error) {
 			var c column
-			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated)
+			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated, &c.notNull)
 			return c, err
 		})
 		if err != nil {
@@ -102,6 +92,12 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 			}
 			if err := decode.CheckColumnType(flag, c.oid); err != nil {
 				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w: name a column of one of those types or change its type with ALTER TABLE %s ALTER COLUMN %s TYPE ...", t, col, flag, c.typ, err, t, pgx.Identifier{col}.Sanitize()))
+			}
+			if err := dc.CheckFormatType(flag, c.oid); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w", t, col, flag, c.typ, err))
+			}
+			if err := dc.CheckNullable(col, flag, c.notNull); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s): %w", t, col, flag, err))
 			}
 			switch {
 			case c.generated == "s" && version < 180000:

@@ -64,6 +64,12 @@ type config struct {
 	commitInterval  time.Duration
 	slotFailover    failoverFlag
 	recreateMissing bool
+	// Debezium drop-in (issue 15): converter formats and router options.
+	keyConverter, valueConverter string
+	nullableColumns              string
+	envelopeColumns              string
+	topicRegex, routeColumn      string
+	tombstoneOnEmpty             bool
 }
 
 // failoverFlag is --slot-failover: unset (auto), true or false; a bare
@@ -148,11 +154,18 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.kafka.username, "kafka-sasl-username", "", "SASL user")
 	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
 	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
-	fs.BoolVar(&cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
+	boolVar(fs, &cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
 	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", marker.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
 	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
-	fs.DurationVar(&cfg.txnTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
-	fs.DurationVar(&cfg.commitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
+	durationVar(fs, &cfg.txnTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
+	durationVar(fs, &cfg.commitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
+	fs.StringVar(&cfg.keyConverter, "key-converter", decode.FormatString, "record key format, as Kafka Connect's key.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false) or json-schema (schemas.enable=true)")
+	fs.StringVar(&cfg.valueConverter, "value-converter", decode.FormatString, "record value format, as Kafka Connect's value.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false), json-schema (schemas.enable=true) or bytes (ByteArrayConverter, a bytea payload)")
+	fs.StringVar(&cfg.nullableColumns, "nullable-columns", "payload", "columns declared without NOT NULL, comma-separated: json-schema writes \"optional\":true for them (Debezium reads it from the catalog)")
+	fs.StringVar(&cfg.envelopeColumns, "envelope-columns", "", "make the value {\"payload\":...,ALIAS:column...} with these column:alias pairs, comma-separated (Debezium's column:envelope:alias placement; needs --value-converter json)")
+	fs.StringVar(&cfg.topicRegex, "topic-regex", "", "route like Debezium's route.topic.regex: matched against the whole --route-column value, --topic is then its replacement ($1, ${name}); no match: the value is the topic (empty: --topic is a template)")
+	fs.StringVar(&cfg.routeColumn, "route-column", "aggregatetype", "column --topic-regex is matched against (Debezium's route.by.field)")
+	boolVar(fs, &cfg.tombstoneOnEmpty, "tombstone-on-empty-payload", false, "a NULL or blank payload becomes a tombstone (no value), as Debezium's route.tombstone.on.empty.payload")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
 	if benchFlags != nil {
@@ -415,6 +428,21 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		HeaderColumns:  headers,
 		Topic:          c.topic,
 		MaxRecordBytes: c.maxMessageBytes,
+
+		KeyFormat:               c.keyConverter,
+		ValueFormat:             c.valueConverter,
+		NullableColumns:         splitList(c.nullableColumns),
+		TopicRegex:              c.topicRegex,
+		RouteColumn:             c.routeColumn,
+		TombstoneOnEmptyPayload: c.tombstoneOnEmpty,
+	}
+	for _, p := range splitList(c.envelopeColumns) {
+		col, alias, ok := strings.Cut(p, ":")
+		if !ok || col == "" || alias == "" {
+			errs = append(errs, fmt.Errorf("--envelope-columns %q: want column:alias pairs, e.g. type:eventType", p))
+			continue
+		}
+		dc.EnvelopeFields = append(dc.EnvelopeFields, decode.EnvelopeField{Column: col, Alias: alias})
 	}
 	// N.B. a bad template is reported by dc.Validate.
 	if mapped, err := pipeline.MappedColumns(dc); err == nil {

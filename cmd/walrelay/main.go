@@ -27,6 +27,7 @@ var commands = []struct {
 	{"check", "check PostgreSQL and Kafka for everything run needs, without streaming", checkCmd},
 	{"status", "show the slot: active, confirmed position, lag, wal_status", statusCmd},
 	{"setup", "create (or --print) the role, publication and slot walrelay needs", setupCmd},
+	{"import-debezium", "print the settings equivalent to a Debezium connector configuration", importDebeziumCmd},
 	{"health", "probe a running walrelay's /readyz (for container health checks)", healthCmd},
 	{"version", "print the version", versionCmd},
 	{"help", "print this text", nil}, // realMain: helpCmd would refer to commands

@@ -156,6 +156,19 @@ func (w *ConnectWorker) CreateConnector(ctx context.Context, name string, cfg ma
 	return nil
 }
 
+// DeleteConnector stops and removes a connector: its task stops and
+// commits its offsets (for Debezium: the slot is confirmed up to them).
+func (w *ConnectWorker) DeleteConnector(ctx context.Context, name string) error {
+	b, code, err := w.do(ctx, http.MethodDelete, "/connectors/"+name, nil)
+	if err != nil {
+		return fmt.Errorf("delete connector %s: %w", name, err)
+	}
+	if code != http.StatusNoContent && code != http.StatusOK {
+		return fmt.Errorf("delete connector %s: HTTP %d: %s", name, code, b)
+	}
+	return nil
+}
+
 // TaskState returns the state of the connector's first task (RUNNING,
 // FAILED, ... or "" while it has none) and a failed task's trace.
 func (w *ConnectWorker) TaskState(ctx context.Context, name string) (string, string, error) {
