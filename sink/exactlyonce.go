@@ -73,6 +73,13 @@ type Source struct {
 	Database string
 	// SystemID is the server's system identifier (IDENTIFY_SYSTEM).
 	SystemID string
+	// Timeline is the server's timeline (IDENTIFY_SYSTEM), written in each
+	// checkpoint: its LSNs are positions in this timeline's history.
+	Timeline int32
+	// TimelineEnds holds, for each ancestor of Timeline, the LSN where it
+	// ended in Timeline's history (its TIMELINE_HISTORY file); nil on
+	// timeline 1.
+	TimelineEnds map[int32]pglogrepl.LSN
 }
 
 // CheckpointKey is the checkpoint record key of src.
@@ -90,7 +97,11 @@ type Checkpoint struct {
 	// Kafka.
 	EndLSN string `json:"end_lsn"`
 	// CommitLSN is that transaction's commit LSN.
-	CommitLSN       string    `json:"commit_lsn"`
+	CommitLSN string `json:"commit_lsn"`
+	// Timeline is the server's timeline when the checkpoint was written:
+	// EndLSN is a position in its history. 0: written before walrelay
+	// recorded it.
+	Timeline        int32     `json:"timeline,omitempty"`
 	TransactionalID string    `json:"transactional_id"`
 	Transactions    int       `json:"transactions"` // PostgreSQL transactions with records in the Kafka transaction
 	Records         int       `json:"records"`      // their records (dead letters included)
@@ -197,9 +208,12 @@ func (s *Sink) eosInit(ctx context.Context) error {
 		}
 		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
 	}
-	cp, err := s.readCheckpoint(ctx)
+	cp, last, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
 	if err != nil {
 		return err
+	}
+	if last != nil {
+		cp = s.checkpointBound(cp, last.Timeline)
 	}
 	s.eos.checkpoint = cp
 	s.eos.ready = true
@@ -279,13 +293,6 @@ func (s *Sink) cleanupPolicy(ctx context.Context, topic string) (string, error) 
 
 // checkpointReadTimeout bounds reading the checkpoint topic.
 const checkpointReadTimeout = time.Minute
-
-// readCheckpoint returns the end LSN of the last committed checkpoint of
-// the sink's key, 0 if there is none.
-func (s *Sink) readCheckpoint(ctx context.Context) (pglogrepl.LSN, error) {
-	cp, _, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
-	return cp, err
-}
 
 // ReadCheckpoint reads topic with a read_committed consumer up to each
 // partition's last stable offset and returns the end LSN of the last
@@ -518,7 +525,7 @@ func (s *Sink) commit(ctx context.Context) error {
 	if len(e.txs) > 0 {
 		v, _ := json.Marshal(Checkpoint{
 			Slot: s.cfg.Source.Slot, Database: s.cfg.Source.Database, SystemIdentifier: s.cfg.Source.SystemID,
-			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), TransactionalID: s.cfg.TransactionalID,
+			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), Timeline: s.cfg.Source.Timeline, TransactionalID: s.cfg.TransactionalID,
 			Transactions: len(e.txs), Records: e.records, WrittenAt: time.Now().UTC(),
 		})
 		r := &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(CheckpointKey(s.cfg.Source)), Value: v}
