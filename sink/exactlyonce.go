@@ -27,7 +27,7 @@ import (
 // transactional.id Config.TransactionalID) together with a checkpoint
 // record on the compacted CheckpointTopic, key "eos/<system
 // identifier>/<database>/<slot>", whose value names the end LSN of the last
-// PostgreSQL transaction in it. Each PostgreSQL transaction of a Kafka
+// PostgreSQL transaction in it and the server's timeline. Each PostgreSQL transaction of a Kafka
 // transaction holds one extra pending acknowledgement in the tracker,
 // given only once the Kafka transaction committed: the slot is never
 // confirmed past a transaction whose Kafka transaction did not commit.
@@ -40,8 +40,10 @@ import (
 // standby that fenced the instance streaming the slot would stop it
 // without taking its place. Replication starts
 // from the slot's confirmed_flush_lsn as always; every transaction the
-// checkpoint covers (commit LSN below the checkpoint's end LSN) is
-// registered with the tracker without records and is not produced again.
+// checkpoint covers (commit LSN below the checkpoint's end LSN, on the
+// server's timeline; on another, below where the checkpoint's timeline
+// ended in its history: timeline.go) is registered with the tracker
+// without records and is not produced again.
 //
 // A PostgreSQL transaction is never split: a Kafka transaction is ended
 // only between two of them. One that is still being handed over when the
