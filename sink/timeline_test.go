@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -56,5 +58,70 @@ func TestSkipBound(t *testing.T) {
 					c.cp, c.cpTLI, c.tli, c.history, got, cov, c.want, c.cov)
 			}
 		})
+	}
+}
+
+// TestExactlyOnceCheckpointOfAnotherTimeline (kfake): a checkpoint
+// written on timeline 1 names its timeline; a sink on timeline 2, whose
+// history says timeline 1 ended below that checkpoint, skips what lies
+// below the switchpoint and produces the new timeline's transaction at an
+// LSN the checkpoint would have covered.
+func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	src := Source{Slot: "s1", Database: "db", SystemID: "1", Timeline: 1}
+	s1, _ := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
+		cfg.ExactlyOnce = true
+		cfg.Source = src
+	})
+	end := start + 0x1000
+	if err := s1.Produce(ctx, tx(1, start+0x100, event("t", "a", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Produce(ctx, tx(2, end, event("t", "b", "2"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, cp, err := ReadCheckpoint(ctx, s1.adm, s1.baseOpts(), s1.cfg.CheckpointTopic, src)
+	if err != nil || cp == nil || cp.Timeline != 1 || cp.EndLSN != end.String() {
+		t.Fatalf("checkpoint %+v, %v; want end_lsn %s on timeline 1", cp, err, end)
+	}
+	s1.Close()
+
+	switchpoint := start + 0x200
+	ends, err := replication.ParseTimelineHistory(2, []byte("1\t"+switchpoint.String()+"\tno recovery target specified\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src2 := src
+	src2.Timeline, src2.TimelineEnds = 2, ends
+	s2, tr2 := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
+		cfg.ExactlyOnce = true
+		cfg.Source = src2
+		cfg.CommitInterval = 2 * time.Minute
+		cfg.TransactionTimeout = 10 * time.Minute
+	})
+	// The shared history: covered, confirmed without a record.
+	if err := s2.Produce(ctx, tx(1, start+0x100, event("t", "a", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _, _ := tr2.InFlight(); recs != 0 || tr2.Watermark() != start+0x100 {
+		t.Fatalf("a transaction of the shared history: %d records pending, watermark %s; want 0 and %s", recs, tr2.Watermark(), start+0x100)
+	}
+	// The new timeline's transaction, below the old checkpoint: produced.
+	if err := s2.Produce(ctx, tx(3, switchpoint+0x100, event("t", "c", "3"))); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _, _ := tr2.InFlight(); recs == 0 {
+		t.Fatalf("the new timeline's transaction at %s (below the old checkpoint %s, above the switchpoint %s) was skipped", switchpoint+0x100, end, switchpoint)
+	}
+	if err := s2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, cp, err = ReadCheckpoint(ctx, s2.adm, s2.baseOpts(), s2.cfg.CheckpointTopic, src2)
+	if err != nil || cp == nil || cp.Timeline != 2 || cp.EndLSN != (switchpoint+0x100).String() {
+		t.Fatalf("checkpoint %+v, %v; want end_lsn %s on timeline 2", cp, err, switchpoint+0x100)
 	}
 }

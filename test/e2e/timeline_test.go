@@ -42,7 +42,7 @@ func TestExactlyOnceFailoverToLaggingStandbyLosesNothing(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "walrelay to confirm the first events on the primary", func() bool {
 		return e.Bed.Slot(t, primaryURL, e.Slot).ConfirmedFlushLSN >= e.Bed.CurrentWALLSN(t, primaryURL)
 	})
-	harness.WaitFor(t, time.Minute, "the slot to be synchronized to the standby", func() bool {
+	harness.WaitFor(t, 2*time.Minute, "the slot to be synchronized to the standby", func() bool {
 		ready, _ := standbySlot(t, e, standbyURL)
 		return ready
 	})
@@ -82,7 +82,7 @@ func TestExactlyOnceFailoverToLaggingStandbyLosesNothing(t *testing.T) {
 			t.Fatalf("event %s committed on the primary while its standby was stopped is not in Kafka (read_committed) although the slot is confirmed past it", id)
 		}
 	}
-	checkpoint := lastCheckpoint(t, e)
+	checkpoint, oldTLI := lastCheckpoint(t, e)
 	if checkpoint <= standbyHas {
 		t.Fatalf("walrelay's checkpoint %s is not past the standby's WAL %s: the test proves nothing", checkpoint, standbyHas)
 	}
@@ -113,6 +113,11 @@ func TestExactlyOnceFailoverToLaggingStandbyLosesNothing(t *testing.T) {
 	if relay.Exited() {
 		t.Fatalf("walrelay exited after the failover: %v", relay.Err())
 	}
+	// The checkpoints name the timeline their LSNs belong to.
+	if newCP, newTLI := lastCheckpoint(t, e); oldTLI != 1 || newTLI != tli || newCP <= standbyHas {
+		t.Errorf("checkpoints: %s on timeline %d before the failover, %s on timeline %d after it; want timeline 1, then timeline %d past the standby's WAL %s",
+			checkpoint, oldTLI, newCP, newTLI, tli, standbyHas)
+	}
 
 	rows := e.CommittedRows(t)
 	for id := range vanished {
@@ -142,18 +147,20 @@ func TestExactlyOnceFailoverToLaggingStandbyLosesNothing(t *testing.T) {
 }
 
 // lastCheckpoint reads e's last committed checkpoint (read_committed): the
-// end LSN it names.
-func lastCheckpoint(t *testing.T, e *env) pglogrepl.LSN {
+// end LSN and the timeline it names.
+func lastCheckpoint(t *testing.T, e *env) (pglogrepl.LSN, int) {
 	t.Helper()
 	recs, _ := e.Bed.ConsumeAllCommitted(t, []string{e.CheckpointTopic()}, 0)
 	key := e.CheckpointKey(t)
 	var last pglogrepl.LSN
+	var tli int
 	for _, r := range recs {
 		if string(r.Key) != key {
 			continue
 		}
 		var v struct {
-			EndLSN string `json:"end_lsn"`
+			EndLSN   string `json:"end_lsn"`
+			Timeline int    `json:"timeline"`
 		}
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatalf("checkpoint record at offset %d: %v", r.Offset, err)
@@ -162,10 +169,10 @@ func lastCheckpoint(t *testing.T, e *env) pglogrepl.LSN {
 		if err != nil {
 			t.Fatalf("checkpoint record at offset %d: %v", r.Offset, err)
 		}
-		last = lsn
+		last, tli = lsn, v.Timeline
 	}
 	if last == 0 {
 		t.Fatalf("no checkpoint of key %s on %s", key, e.CheckpointTopic())
 	}
-	return last
+	return last, tli
 }
