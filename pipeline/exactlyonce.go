@@ -34,10 +34,10 @@ func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, 
 	if err != nil {
 		return sink.Source{}, fmt.Errorf("identify system: %w", err)
 	}
-	// N.B. read on this connection, not the stream's: should a failover
-	// come in between, the stream's server has a newer timeline, and a
-	// checkpoint naming the older one covers less on the next start
-	// (duplicates, never a gap).
+	// N.B. the history of the timeline IDENTIFY_SYSTEM just named, on the
+	// same connection; the stream checks that its own server is on that
+	// timeline (Stream.ExpectTimeline), so a failover in between cannot
+	// make the checkpoint cover the new timeline's transactions.
 	ends, err := replication.TimelineEnds(ctx, conn, id.Timeline)
 	if err != nil {
 		return sink.Source{}, err

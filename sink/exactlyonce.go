@@ -27,8 +27,9 @@ import (
 // transactional.id Config.TransactionalID) together with a checkpoint
 // record on the compacted CheckpointTopic, key "eos/<system
 // identifier>/<database>/<slot>", whose value names the end LSN of the last
-// PostgreSQL transaction in it and the server's timeline. Each PostgreSQL transaction of a Kafka
-// transaction holds one extra pending acknowledgement in the tracker,
+// PostgreSQL transaction in it and the server's timeline. Each PostgreSQL
+// transaction of a Kafka transaction holds one extra pending
+// acknowledgement in the tracker,
 // given only once the Kafka transaction committed: the slot is never
 // confirmed past a transaction whose Kafka transaction did not commit.
 //
@@ -210,19 +211,22 @@ func (s *Sink) eosInit(ctx context.Context) error {
 		}
 		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
 	}
-	cp, last, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
+	end, last, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
 	if err != nil {
 		return err
 	}
+	cp, tli := end, int32(0)
 	if last != nil {
-		cp = s.checkpointBound(cp, last.Timeline)
+		tli = last.Timeline
+		cp = s.checkpointBound(end, tli)
 	}
 	s.eos.checkpoint = cp
 	s.eos.ready = true
 	s.metrics.Checkpoint(uint64(cp), uint64(cp))
 	s.log.Info("exactly-once: checkpoint read; transactions ending at or before it are not produced again",
 		zap.String("transactional_id", s.cfg.TransactionalID), zap.String("topic", s.cfg.CheckpointTopic),
-		zap.String("key", CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", cp))
+		zap.String("key", CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
+		zap.Int32("timeline", s.cfg.Source.Timeline), zap.Stringer("skip_bound", cp))
 	return nil
 }
 
