@@ -186,6 +186,9 @@ func lastCheckpoint(t *testing.T, e *env) (pglogrepl.LSN, int) {
 // server's timeline before the stream connects; a stream that finds its
 // server on another timeline (a failover in between) does not start
 // replication: the checkpoint would be judged against the wrong history.
+// Unlike the package's other tests it drives replication.Stream itself, on
+// the real server: the race it guards against (a failover between two
+// connections of one start) cannot be timed from outside the binary.
 func TestStreamRefusesAnotherTimeline(t *testing.T) {
 	t.Parallel()
 	e := harness.NewEnv(t, relayBin)
