@@ -85,6 +85,9 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	defer roots.Close()
 	ver := newVerifier(r.rc)
 	stream := replication.New(r.rc, boundedConfirmer{tr, ver}, r.log)
+	if sc.ExactlyOnce {
+		stream.ExpectTimeline(sc.Source.Timeline)
+	}
 	r.current.Store(&attemptState{stream: stream, tr: tr, snk: snk})
 	msgs := make(chan replication.Message, bufferMessages)
 	drained := make(chan struct{})

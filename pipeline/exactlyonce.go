@@ -14,7 +14,8 @@ import (
 // checkpointSource names the slot for the exactly-once checkpoint key: the
 // slot, and the server's system identifier and database as IDENTIFY_SYSTEM
 // reports them on a replication connection (what the role streams with
-// needs no other privilege).
+// needs no other privilege); and the server's timeline with its history
+// (TIMELINE_HISTORY), which say what of a checkpoint's WAL the server has.
 func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, error) {
 	pc, err := pgconn.ParseConfig(rc.ConnString)
 	if err != nil {
@@ -33,5 +34,13 @@ func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, 
 	if err != nil {
 		return sink.Source{}, fmt.Errorf("identify system: %w", err)
 	}
-	return sink.Source{Slot: rc.Slot, Database: id.DBName, SystemID: id.SystemID}, nil
+	// N.B. the history of the timeline IDENTIFY_SYSTEM just named, on the
+	// same connection; the stream checks that its own server is on that
+	// timeline (Stream.ExpectTimeline), so a failover in between cannot
+	// make the checkpoint cover the new timeline's transactions.
+	ends, err := replication.TimelineEnds(ctx, conn, id.Timeline)
+	if err != nil {
+		return sink.Source{}, err
+	}
+	return sink.Source{Slot: rc.Slot, Database: id.DBName, SystemID: id.SystemID, Timeline: id.Timeline, TimelineEnds: ends}, nil
 }

@@ -57,7 +57,19 @@ type Stream struct {
 	streamed  atomic.Bool   // START_REPLICATION succeeded once
 
 	buf *budget.Budget // bytes of messages handed on and not yet Done
+
+	timeline int32 // ExpectTimeline's; 0: not checked
 }
+
+// ExpectTimeline makes Run check, on its own connection before it starts
+// replication, that the server is on timeline tli (IDENTIFY_SYSTEM), and
+// fail otherwise. Called before Run.
+//
+// N.B. for exactly-once, whose checkpoint LSNs are positions in the
+// history of the timeline the pipeline read before the stream connected: a
+// failover in between puts the stream on a server whose new transactions
+// the checkpoint could seem to cover. The next attempt reads it again.
+func (s *Stream) ExpectTimeline(tli int32) { s.timeline = tli }
 
 // BufferBytes bounds the bytes of messages received and not yet decoded
 // (Done); a single larger message passes alone.
@@ -114,6 +126,15 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 		defer cancel()
 		conn.Close(cctx)
 	}()
+	if s.timeline != 0 {
+		id, err := pglogrepl.IdentifySystem(ctx, conn)
+		if err != nil {
+			return fmt.Errorf("identify system: %w", err)
+		}
+		if id.Timeline != s.timeline {
+			return fmt.Errorf("start replication: the server is on timeline %d, not %d as read before connecting (a failover in between): starting again", id.Timeline, s.timeline)
+		}
+	}
 
 	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
 		// N.B. protocol 1: whole transactions after their commit, never

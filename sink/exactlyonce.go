@@ -27,8 +27,9 @@ import (
 // transactional.id Config.TransactionalID) together with a checkpoint
 // record on the compacted CheckpointTopic, key "eos/<system
 // identifier>/<database>/<slot>", whose value names the end LSN of the last
-// PostgreSQL transaction in it. Each PostgreSQL transaction of a Kafka
-// transaction holds one extra pending acknowledgement in the tracker,
+// PostgreSQL transaction in it and the server's timeline. Each PostgreSQL
+// transaction of a Kafka transaction holds one extra pending
+// acknowledgement in the tracker,
 // given only once the Kafka transaction committed: the slot is never
 // confirmed past a transaction whose Kafka transaction did not commit.
 //
@@ -40,8 +41,10 @@ import (
 // standby that fenced the instance streaming the slot would stop it
 // without taking its place. Replication starts
 // from the slot's confirmed_flush_lsn as always; every transaction the
-// checkpoint covers (commit LSN below the checkpoint's end LSN) is
-// registered with the tracker without records and is not produced again.
+// checkpoint covers (commit LSN below the checkpoint's end LSN, on the
+// server's timeline; on another, below where the checkpoint's timeline
+// ended in its history: timeline.go) is registered with the tracker
+// without records and is not produced again.
 //
 // A PostgreSQL transaction is never split: a Kafka transaction is ended
 // only between two of them. One that is still being handed over when the
@@ -73,6 +76,13 @@ type Source struct {
 	Database string
 	// SystemID is the server's system identifier (IDENTIFY_SYSTEM).
 	SystemID string
+	// Timeline is the server's timeline (IDENTIFY_SYSTEM), written in each
+	// checkpoint: its LSNs are positions in this timeline's history.
+	Timeline int32
+	// TimelineEnds holds, for each ancestor of Timeline, the LSN where it
+	// ended in Timeline's history (its TIMELINE_HISTORY file); nil on
+	// timeline 1.
+	TimelineEnds map[int32]pglogrepl.LSN
 }
 
 // CheckpointKey is the checkpoint record key of src.
@@ -90,7 +100,11 @@ type Checkpoint struct {
 	// Kafka.
 	EndLSN string `json:"end_lsn"`
 	// CommitLSN is that transaction's commit LSN.
-	CommitLSN       string    `json:"commit_lsn"`
+	CommitLSN string `json:"commit_lsn"`
+	// Timeline is the server's timeline when the checkpoint was written:
+	// EndLSN is a position in its history. 0: written before walrelay
+	// recorded it.
+	Timeline        int32     `json:"timeline,omitempty"`
 	TransactionalID string    `json:"transactional_id"`
 	Transactions    int       `json:"transactions"` // PostgreSQL transactions with records in the Kafka transaction
 	Records         int       `json:"records"`      // their records (dead letters included)
@@ -197,16 +211,22 @@ func (s *Sink) eosInit(ctx context.Context) error {
 		}
 		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
 	}
-	cp, err := s.readCheckpoint(ctx)
+	end, last, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
 	if err != nil {
 		return err
+	}
+	cp, tli := end, int32(0)
+	if last != nil {
+		tli = last.Timeline
+		cp = s.checkpointBound(end, tli)
 	}
 	s.eos.checkpoint = cp
 	s.eos.ready = true
 	s.metrics.Checkpoint(uint64(cp), uint64(cp))
 	s.log.Info("exactly-once: checkpoint read; transactions ending at or before it are not produced again",
 		zap.String("transactional_id", s.cfg.TransactionalID), zap.String("topic", s.cfg.CheckpointTopic),
-		zap.String("key", CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", cp))
+		zap.String("key", CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
+		zap.Int32("timeline", s.cfg.Source.Timeline), zap.Stringer("skip_bound", cp))
 	return nil
 }
 
@@ -279,13 +299,6 @@ func (s *Sink) cleanupPolicy(ctx context.Context, topic string) (string, error) 
 
 // checkpointReadTimeout bounds reading the checkpoint topic.
 const checkpointReadTimeout = time.Minute
-
-// readCheckpoint returns the end LSN of the last committed checkpoint of
-// the sink's key, 0 if there is none.
-func (s *Sink) readCheckpoint(ctx context.Context) (pglogrepl.LSN, error) {
-	cp, _, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
-	return cp, err
-}
 
 // ReadCheckpoint reads topic with a read_committed consumer up to each
 // partition's last stable offset and returns the end LSN of the last
@@ -518,7 +531,7 @@ func (s *Sink) commit(ctx context.Context) error {
 	if len(e.txs) > 0 {
 		v, _ := json.Marshal(Checkpoint{
 			Slot: s.cfg.Source.Slot, Database: s.cfg.Source.Database, SystemIdentifier: s.cfg.Source.SystemID,
-			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), TransactionalID: s.cfg.TransactionalID,
+			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), Timeline: s.cfg.Source.Timeline, TransactionalID: s.cfg.TransactionalID,
 			Transactions: len(e.txs), Records: e.records, WrittenAt: time.Now().UTC(),
 		})
 		r := &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(CheckpointKey(s.cfg.Source)), Value: v}

@@ -32,14 +32,24 @@ type PGPair struct {
 	dir              string
 	base             []string // the servers' arguments before a role's
 	sync             bool     // 17+: slot synchronization
+	async            bool     // no synchronized_standby_slots (Asynchronous)
 }
+
+// PairOption changes how StartPGPair sets the pair up.
+type PairOption func(*PGPair)
+
+// Asynchronous leaves synchronized_standby_slots unset on the primary: its
+// logical walsenders send transactions the standby has not received, so a
+// consumer can get ahead of the standby (a configuration users run; walrelay
+// only warns about it). The standby still synchronizes failover slots.
+func Asynchronous() PairOption { return func(p *PGPair) { p.async = true } }
 
 // StartPGPair starts a primary and a standby of PostgreSQL major (the
 // machine's build, else the pinned build fetched into the cache) on free
 // ports, seeded by copying the data directory of the cleanly stopped
 // primary. Both are stopped when the test ends. It fails the test when a
 // server cannot be had.
-func StartPGPair(t testing.TB, major string) *PGPair {
+func StartPGPair(t testing.TB, major string, opts ...PairOption) *PGPair {
 	t.Helper()
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "walrelay-pgpair-")
@@ -56,6 +66,9 @@ func StartPGPair(t testing.TB, major string) *PGPair {
 		}
 	}
 	p := &PGPair{Major: major, dir: dir}
+	for _, o := range opts {
+		o(p)
+	}
 	t.Cleanup(func() {
 		for _, st := range []*pgState{p.Standby, p.Primary} {
 			if st != nil {
@@ -164,7 +177,9 @@ func (p *PGPair) seed(t testing.TB) {
 		}
 		// N.B. only the primary waits for the standby: after a promotion
 		// the new primary has no standby until one is seeded again.
-		primary.Args = append(primary.Args, "-c", "synchronized_standby_slots="+StandbySlot)
+		if !p.async {
+			primary.Args = append(primary.Args, "-c", "synchronized_standby_slots="+StandbySlot)
+		}
 	}
 	if err := primary.launch(ctx, false); err != nil {
 		t.Fatalf("testbed: start the primary: %v", err)
@@ -291,6 +306,24 @@ func (p *PGPair) StopSlotSync(t testing.TB) {
 			t.Fatalf("testbed: the standby's slot sync worker still runs 30 s after sync_replication_slots was turned off")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StopStandby stops the standby cleanly (what it received is flushed): the
+// primary goes on without it and the standby falls behind.
+func (p *PGPair) StopStandby(t testing.TB) {
+	t.Helper()
+	if err := p.Standby.stop(); err != nil {
+		t.Fatalf("testbed: stop the standby: %v", err)
+	}
+}
+
+// StartStandby starts the stopped standby again and waits until it takes
+// connections; it streams from the primary when that runs.
+func (p *PGPair) StartStandby(t testing.TB) {
+	t.Helper()
+	if err := p.Standby.launch(context.Background(), false); err != nil {
+		t.Fatalf("testbed: start the standby: %v", err)
 	}
 }
 
