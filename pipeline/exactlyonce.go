@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -17,17 +16,9 @@ import (
 // needs no other privilege); and the server's timeline with its history
 // (TIMELINE_HISTORY), which say what of a checkpoint's WAL the server has.
 func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, error) {
-	pc, err := pgconn.ParseConfig(rc.ConnString)
+	conn, err := replication.ConnectReplication(ctx, rc)
 	if err != nil {
-		return sink.Source{}, fmt.Errorf("%w: PostgreSQL connection string", replication.ErrSetup)
-	}
-	pc.RuntimeParams["replication"] = "database"
-	if pc.RuntimeParams["application_name"] == "" {
-		pc.RuntimeParams["application_name"] = "walrelay"
-	}
-	conn, err := pgconn.ConnectConfig(ctx, pc)
-	if err != nil {
-		return sink.Source{}, fmt.Errorf("connect for replication: %w", err)
+		return sink.Source{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	id, err := pglogrepl.IdentifySystem(ctx, conn)

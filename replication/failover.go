@@ -65,9 +65,9 @@ func (e *slotGoneError) Is(target error) bool {
 	return target == ErrSlotGone || target == ErrSlotLost
 }
 
-// replConnect opens a replication connection (replication=database) of cfg,
+// ConnectReplication opens a replication connection (replication=database) of cfg,
 // for the commands only it accepts (IDENTIFY_SYSTEM, ALTER_REPLICATION_SLOT).
-func replConnect(ctx context.Context, cfg Config) (*pgconn.PgConn, error) {
+func ConnectReplication(ctx context.Context, cfg Config) (*pgconn.PgConn, error) {
 	pc, err := pgconn.ParseConfig(cfg.ConnString)
 	if err != nil {
 		return nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
@@ -89,7 +89,7 @@ func replConnect(ctx context.Context, cfg Config) (*pgconn.PgConn, error) {
 // physical standby: a promoted standby has its primary's, so what walrelay
 // recorded for a slot on the primary is found again after a failover.
 func identify(ctx context.Context, cfg Config) (string, error) {
-	conn, err := replConnect(ctx, cfg)
+	conn, err := ConnectReplication(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
@@ -128,7 +128,7 @@ func AlterFailoverSQL(slot string) string {
 // alterFailover makes an existing slot a failover slot over a replication
 // connection.
 func alterFailover(ctx context.Context, cfg Config) error {
-	conn, err := replConnect(ctx, cfg)
+	conn, err := ConnectReplication(ctx, cfg)
 	if err != nil {
 		return err
 	}
