@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -34,6 +35,27 @@ type PGSecurity struct {
 	// Password is the superuser postgres's password: letters, digits, '_',
 	// '.' and '-'.
 	Password string
+	// OtherHost, when set, is an address of this machine other than
+	// loopback (NonLoopbackAddr) that the server listens on too and its
+	// certificate names too, with two more pg_hba.conf lines for it:
+	// hostssl, and host (plaintext, SCRAM) for tests of what walrelay does
+	// with sslmode=disable on a host that is not loopback.
+	OtherHost string
+}
+
+// NonLoopbackAddr is an IPv4 address of one of this machine's interfaces
+// other than loopback, for a server a test must reach over "the network".
+func NonLoopbackAddr() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", fmt.Errorf("list interface addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("this machine has no IPv4 address other than loopback: the test needs one to reach a server over a network interface")
 }
 
 // KafkaSecurity gives a Kafka the bed starts a SASL_SSL listener besides the
@@ -73,11 +95,18 @@ func (s *PGSecurity) writePasswordFile(pgDir string, u osUser) (string, error) {
 // data directory and the CA certificate for clients into pgDir; it returns
 // the postgres arguments that use them.
 func (s *PGSecurity) serverFiles(pgDir, dataDir string, u osUser) ([]string, error) {
-	cert, key, err := s.CA.Issue("postgres", PGCertHost)
+	hosts := []string{PGCertHost}
+	if s.OtherHost != "" {
+		hosts = append(hosts, s.OtherHost)
+	}
+	cert, key, err := s.CA.Issue("postgres", hosts...)
 	if err != nil {
 		return nil, err
 	}
 	hba := "# Written by walrelay's test bed: TLS and SCRAM passwords only.\nhostssl all all 127.0.0.1/32 scram-sha-256\n"
+	if s.OtherHost != "" {
+		hba += fmt.Sprintf("hostssl all all %[1]s/32 scram-sha-256\nhost all all %[1]s/32 scram-sha-256\n", s.OtherHost)
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
@@ -90,7 +119,12 @@ func (s *PGSecurity) serverFiles(pgDir, dataDir string, u osUser) ([]string, err
 	if err := os.WriteFile(filepath.Join(pgDir, "ca.pem"), s.CA.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
+	listen := "127.0.0.1"
+	if s.OtherHost != "" {
+		listen += "," + s.OtherHost
+	}
 	return []string{
+		"-c", "listen_addresses=" + listen,
 		"-c", "ssl=on",
 		"-c", "ssl_cert_file=" + filepath.Join(dataDir, "server.crt"),
 		"-c", "ssl_key_file=" + filepath.Join(dataDir, "server.key"),
