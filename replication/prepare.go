@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -65,6 +67,11 @@ type Config struct {
 	// RecreateMissingSlot creates a slot History has a record of. Events
 	// committed since the recorded position are lost; it is logged.
 	RecreateMissingSlot bool
+	// RequireVerifiedTLS refuses (Validate) a connection string that
+	// reaches a host other than loopback below sslmode=verify-full; without
+	// it such a host is warned about. Default false: the zero Config of
+	// the tests; walrelay's --pg-require-verified-tls is on by default.
+	RequireVerifiedTLS bool
 }
 
 // DefaultMaxMessageBytes is MaxMessageBytes' default, 64 MiB: 64 times the
@@ -82,6 +89,35 @@ const (
 )
 
 var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidateName refuses a slot or publication name (what names it, e.g.
+// "slot") that is not 1-63 lower-case letters, digits and underscores, not
+// starting with a digit: a slot takes no other name, and a publication's
+// name is written unquoted into publication_names and SQL.
+func ValidateName(what, name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%s %q: use 1-63 lower-case letters, digits and underscores, not starting with a digit", what, name)
+	}
+	return nil
+}
+
+// ValidateTableName refuses an outbox table name PostgreSQL would not take
+// as it is: an empty, over-long (PostgreSQL truncates names to 63 bytes, and
+// the Relation messages would then name another table) or control-character
+// part. Each part is otherwise any name, quoted wherever walrelay writes it.
+func ValidateTableName(t string) error {
+	s, n, err := pgoutput.SplitTable(t)
+	if err != nil {
+		return err
+	}
+	for _, part := range []string{s, n} {
+		bad := len(part) > 63 || !utf8.ValidString(part) || strings.ContainsFunc(part, unicode.IsControl)
+		if bad {
+			return fmt.Errorf("table %q: each of schema and table is 1-63 bytes of UTF-8 without control characters, as the catalog spells it (case matters, no quotes)", t)
+		}
+	}
+	return nil
+}
 
 // WithDefaults returns c with every zero field set to its default: the
 // values the stages use.
@@ -115,12 +151,19 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no PostgreSQL connection string: set --pg-url or WALRELAY_PG_URL"))
 	} else if _, err := pgconn.ParseConfig(c.ConnString); err != nil {
 		errs = append(errs, fmt.Errorf("PostgreSQL connection string: %s", redactErr(err)))
+	} else if _, _, err := TLSPolicy("--pg-url", c.ConnString, c.RequireVerifiedTLS); err != nil {
+		errs = append(errs, err)
 	}
-	if !nameRE.MatchString(c.Slot) {
-		errs = append(errs, fmt.Errorf("slot %q: use 1-63 lower-case letters, digits and underscores, not starting with a digit", c.Slot))
+	for _, t := range c.Tables {
+		if err := ValidateTableName(t); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if !nameRE.MatchString(c.Publication) {
-		errs = append(errs, fmt.Errorf("publication %q: use 1-63 lower-case letters, digits and underscores, not starting with a digit", c.Publication))
+	if err := ValidateName("slot", c.Slot); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateName("publication", c.Publication); err != nil {
+		errs = append(errs, err)
 	}
 	if c.StatusInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--status-interval %s: want 100ms or more (default 10s), below half of the server's wal_sender_timeout", c.StatusInterval))
@@ -276,6 +319,7 @@ func newPrep(ctx context.Context, cfg Config, log *zap.Logger, dryRun bool) (*pr
 
 func (p *prep) steps() []step {
 	return []step{
+		{"PostgreSQL TLS", p.tls},
 		{"server version is supported", p.serverVersion},
 		{"wal_level is logical", p.walLevel},
 		{"role may replicate", p.role},
@@ -799,9 +843,9 @@ func (p *prep) missingSlot(ctx context.Context, wantFailover bool) error {
 // failover is set (PostgreSQL 17+).
 func CreateSlotSQL(slot string, failover bool) string {
 	if failover {
-		return fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput', false, false, true);", slot)
+		return fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, false, true);", quoteLiteral(slot))
 	}
-	return fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput');", slot)
+	return fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput');", quoteLiteral(slot))
 }
 
 func (p *prep) createSlot(ctx context.Context, failover bool) error {
@@ -925,3 +969,6 @@ func QuerySlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotStatus, er
 	}
 	return st, nil
 }
+
+// quoteLiteral is s as an SQL string literal (standard_conforming_strings).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

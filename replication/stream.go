@@ -179,7 +179,9 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	s.streaming.Store(true)
 	s.streamed.Store(true)
 	defer s.streaming.Store(false)
-	s.log.Info("streaming", zap.String("slot", s.cfg.Slot), zap.String("publication", s.cfg.Publication), zap.Stringer("lsn", start))
+	tlsOn, tlsVersion := LiveTLS(conn)
+	s.log.Info("streaming", zap.String("slot", s.cfg.Slot), zap.String("publication", s.cfg.Publication), zap.Stringer("lsn", start),
+		zap.Bool("tls", tlsOn), zap.String("tls_version", tlsVersion))
 
 	stopCtx, stopCancel := context.WithCancel(ctx)
 	defer stopCancel()
