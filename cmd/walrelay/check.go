@@ -56,6 +56,14 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	cfg, rc, dc, sc := c.cfg, c.rc, c.dc, c.sc
+	var standbyWarnings []string
+	if standbyURL != "" {
+		var err error
+		if _, standbyWarnings, err = replication.TLSPolicy("--pg-standby-url", standbyURL, cfg.pgVerifiedTLS); err != nil {
+			fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+			return exitConfig
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// N.B. the slot markers are read (never written) so that check says
@@ -88,9 +96,15 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	results = append(results, columns)
 	if standbyURL != "" {
-		results = append(results, checkResult{Check: checkStandby(ctx, rc, standbyURL)})
+		ch := checkStandby(ctx, rc, standbyURL)
+		ch.Warnings = append(ch.Warnings, standbyWarnings...)
+		results = append(results, checkResult{Check: ch})
 	}
-	for _, ch := range checkKafka(ctx, cfg, sc.Opts) {
+	for i, ch := range checkKafka(ctx, cfg, sc.Opts) {
+		if i == 0 {
+			// N.B. check reports warnings as WARN lines, as Preflight's.
+			ch.Warnings = append(ch.Warnings, cfg.securityWarnings...)
+		}
 		if hint, ok := pipeline.RefusalHint(ch.Err, rc.ConnString); ok {
 			ch.Err = fmt.Errorf("%w: %s", ch.Err, hint)
 		}
@@ -213,4 +227,27 @@ func standbyBehind(ctx context.Context, rc replication.Config, ss replication.St
 		return 0, false
 	}
 	return int64(st.Confirmed) - int64(ss.Confirmed), true
+}
+
+// pgTLSWarnings logs, for the commands that run no Preflight (status,
+// setup), the warnings about --pg-url and --pg-standby-url below
+// verify-full on a host other than loopback; a standby URL that
+// --pg-require-verified-tls refuses is printed and false returned (exit 2).
+// (--pg-url was refused by the configuration's validation already.)
+func pgTLSWarnings(c *command, standbyURL string, stderr io.Writer) bool {
+	check := func(what, url string) bool {
+		hosts, warnings, err := replication.TLSPolicy(what, url, c.cfg.pgVerifiedTLS)
+		if err != nil {
+			fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+			return false
+		}
+		for _, w := range warnings {
+			c.log.Warn("postgresql connection not verified: "+w, zap.String("sslmode", hosts[0].Mode))
+		}
+		return true
+	}
+	if !check("--pg-url", c.rc.ConnString) {
+		return false
+	}
+	return standbyURL == "" || check("--pg-standby-url", standbyURL)
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
@@ -57,13 +60,21 @@ type config struct {
 	recreateLost    bool
 	kafka           kafkaSecurity
 	pgURLFile       string
-	exactlyOnce     bool
-	checkpointTopic string
-	txnID           string
-	txnTimeout      time.Duration
-	commitInterval  time.Duration
-	slotFailover    failoverFlag
-	recreateMissing bool
+	pgVerifiedTLS   bool
+	// noKafka: the command does not use Kafka (status): its Kafka
+	// security settings are neither checked nor warned about.
+	noKafka bool
+	// warnings about the security of the settings (Kafka SASL without
+	// TLS, PostgreSQL without a verified server), each logged through the
+	// command's logger by the commands they concern.
+	securityWarnings []string
+	exactlyOnce      bool
+	checkpointTopic  string
+	txnID            string
+	txnTimeout       time.Duration
+	commitInterval   time.Duration
+	slotFailover     failoverFlag
+	recreateMissing  bool
 	// Debezium drop-in (issue 15): converter formats and router options.
 	keyConverter, valueConverter string
 	nullableColumns              string
@@ -154,6 +165,8 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.kafka.username, "kafka-sasl-username", "", "SASL user")
 	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
 	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
+	boolVar(fs, &cfg.pgVerifiedTLS, "pg-require-verified-tls", true, "refuse to start (exit 2) when a PostgreSQL host other than loopback (localhost, 127.0.0.0/8, ::1, a socket) is not reached with sslmode=verify-full, in --pg-url and --pg-standby-url; false: connect anyway and log a warning")
+	boolVar(fs, &cfg.kafka.allowPlainWithoutTLS, "kafka-allow-sasl-plain-without-tls", false, "let --kafka-sasl-mechanism PLAIN send the password in the clear when Kafka is reached without --kafka-tls (for a network that protects the connection itself); without it that is refused (exit 2)")
 	boolVar(fs, &cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
 	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", marker.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
 	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
@@ -182,9 +195,9 @@ var listedFlags = map[string][]string{
 	"check": {"pg-url", "pg-url-file", "publication", "slot", "table", "create", "status-interval",
 		"id-column", "key-column", "payload-column", "header-columns", "topic", "brokers", "create-topics", "on-poison", "dlq-topic",
 		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-tls-server-name",
-		"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file"},
-	"status": {"pg-url", "pg-url-file", "slot", "publication"},
-	"setup":  {"pg-url", "pg-url-file", "publication", "slot", "table"},
+		"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file", "kafka-allow-sasl-plain-without-tls", "pg-require-verified-tls"},
+	"status": {"pg-url", "pg-url-file", "slot", "publication", "pg-require-verified-tls"},
+	"setup":  {"pg-url", "pg-url-file", "publication", "slot", "table", "pg-require-verified-tls"},
 }
 
 // runFlagNames are the names of run's flags.
@@ -388,9 +401,14 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	// N.B. the SASL password comes from the environment or a file, never
 	// from a flag, so that it never shows in a process list.
 	c.kafka.password = os.Getenv(envName("kafka-sasl-password"))
-	kafkaOpts, err := c.kafka.options()
-	if err != nil {
-		errs = append(errs, err)
+	var kafkaOpts []kgo.Opt
+	if !c.noKafka {
+		opts, warnings, err := c.kafka.options()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		kafkaOpts = opts
+		c.securityWarnings = append(c.securityWarnings, warnings...)
 	}
 	// N.B. 0 is refused here rather than read as "the default": the
 	// replication stage would default it while the rest of walrelay used it
@@ -419,6 +437,7 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		ReadWait:            c.readWait,
 		SlotFailover:        c.slotFailover.mode,
 		RecreateMissingSlot: c.recreateMissing,
+		RequireVerifiedTLS:  c.pgVerifiedTLS,
 	}.WithDefaults()
 	dc := decode.Config{
 		Tables:         tables,
@@ -506,6 +525,9 @@ type command struct {
 	// warnings are about the environment (envWarnings); run logs them,
 	// the other commands have printed them.
 	warnings []string
+	// log is the command's logger (--log-level, --log-format, on stderr):
+	// where its warnings about security go.
+	log *zap.Logger
 }
 
 // parseCommand parses the flags of sub-command name, with extra adding the
@@ -513,7 +535,8 @@ type command struct {
 // exit code >= 0 when the command must stop: help asked for (0) or a
 // mistake (2, printed to stderr).
 func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet), tolerate func() bool) (*command, int) {
-	c := &command{warnings: envWarnings()}
+	c := &command{warnings: envWarnings(), log: zap.NewNop()}
+	c.cfg.noKafka = name == "status"
 	fs := newFlagSet(name, &c.cfg)
 	if extra != nil {
 		extra(fs)
@@ -537,6 +560,9 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 	}
 	var err error
 	c.rc, c.dc, c.sc, err = c.cfg.stages()
+	if l, lerr := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr); lerr == nil {
+		c.log = l
+	}
 	if err != nil {
 		if tolerate != nil && tolerate() {
 			c.invalid = err

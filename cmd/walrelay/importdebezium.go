@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/replication"
 )
 
 // importDebeziumCmd is `walrelay import-debezium FILE`: it reads a Debezium
@@ -337,6 +338,9 @@ func importDebezium(props map[string]string) imported {
 	}
 	u.RawQuery = q.Encode()
 	set("pg-url", u.String())
+	if _, _, err := replication.TLSPolicy("--pg-url", u.String(), true); err != nil {
+		imp.notes = append(imp.notes, "the connection is not sslmode=verify-full and walrelay run refuses that for a host other than loopback (--pg-require-verified-tls): set database.sslmode=verify-full and database.sslrootcert, or add WALRELAY_PG_REQUIRE_VERIFIED_TLS=false to accept an unverified connection")
+	}
 	if _, ok := props["database.password"]; ok {
 		used["database.password"] = true
 		imp.notes = append(imp.notes, "database.password is not printed: write the URL with the password to a file readable only by walrelay and set WALRELAY_PG_URL_FILE to it instead of WALRELAY_PG_URL, or give it in PGPASSWORD")

@@ -216,6 +216,12 @@ func TestImportDebeziumCommand(t *testing.T) {
 		if cfg.keyConverter != "json" || cfg.valueConverter != "json-schema" || cfg.topic != "t.${aggregatetype}" || cfg.pgURL != "postgres://u@h:5432/d" {
 			t.Errorf("%s: key %q value %q topic %q url %q", name, cfg.keyConverter, cfg.valueConverter, cfg.topic, cfg.pgURL)
 		}
+		// N.B. host h without sslmode: run refuses it unless told, and the
+		// import says so.
+		if !strings.Contains(out.String(), "# the connection is not sslmode=verify-full") {
+			t.Errorf("%s: no note that the imported connection is unverified:\n%s", name, out.String())
+		}
+		cfg.pgVerifiedTLS = false
 		if _, _, _, err := cfg.stages(); err != nil {
 			t.Errorf("%s: the imported settings are invalid: %v", name, err)
 		}

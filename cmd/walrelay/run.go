@@ -37,14 +37,15 @@ func runCmd(args []string, stderr io.Writer) int {
 		return code
 	}
 	cfg := c.cfg
-	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitConfig
-	}
+	log := c.log
 	defer log.Sync()
 	log.Info("starting", zap.String("version", buildVersion()), zap.String("go", runtime.Version()))
 	for _, w := range c.warnings {
+		log.Warn(w)
+	}
+	// N.B. PostgreSQL's TLS is logged (and warned about) by the
+	// replication stage's "PostgreSQL TLS" step, with the live connections.
+	for _, w := range cfg.securityWarnings {
 		log.Warn(w)
 	}
 	if cfg.cpuProfile != "" {

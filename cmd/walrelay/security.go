@@ -27,11 +27,16 @@ type kafkaSecurity struct {
 	username     string
 	password     string // from WALRELAY_KAFKA_SASL_PASSWORD, never a flag
 	passwordFile string
+	// allowPlainWithoutTLS is --kafka-allow-sasl-plain-without-tls.
+	allowPlainWithoutTLS bool
 }
 
-// options turns the settings into franz-go options, reading the files.
-func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
+// options turns the settings into franz-go options, reading the files. The
+// warnings are about what is allowed but unprotected, for the commands that
+// use Kafka to log.
+func (k *kafkaSecurity) options() ([]kgo.Opt, []string, error) {
 	var opts []kgo.Opt
+	var warnings []string
 	var errs []error
 	useTLS := k.tls || k.caFile != "" || k.certFile != "" || k.keyFile != ""
 	if useTLS {
@@ -80,10 +85,18 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 			errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-sasl-username and a password in WALRELAY_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file", k.mechanism))
 			break
 		}
-		if !useTLS {
-			// SASL over plaintext sends PLAIN passwords in the clear; allowed
-			// (some networks terminate TLS elsewhere) but worth knowing.
-			fmt.Fprintln(os.Stderr, "walrelay: warning: Kafka SASL without --kafka-tls")
+		// N.B. PLAIN sends the password itself: over plaintext anyone on
+		// the path reads it, so it takes an explicit opt-in. SCRAM never
+		// sends the password, but without TLS the records, and the session
+		// after the login, are unprotected.
+		switch mech := strings.ToUpper(k.mechanism); {
+		case useTLS:
+		case mech == "PLAIN" && !k.allowPlainWithoutTLS:
+			errs = append(errs, errors.New("--kafka-sasl-mechanism PLAIN without TLS sends the Kafka password in the clear: add --kafka-tls (and --kafka-tls-ca-file for a private CA), use SCRAM-SHA-512, or, if the network protects the connection, pass --kafka-allow-sasl-plain-without-tls"))
+		case mech == "PLAIN":
+			warnings = append(warnings, "Kafka SASL PLAIN without TLS: the password is sent in the clear (allowed by --kafka-allow-sasl-plain-without-tls); add --kafka-tls")
+		default:
+			warnings = append(warnings, "Kafka SASL "+mech+" without TLS: the password is not sent, but records and the session are unprotected and can be read or altered on the way; add --kafka-tls")
 		}
 		switch strings.ToUpper(k.mechanism) {
 		case "PLAIN":
@@ -96,5 +109,5 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 	default:
 		errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.mechanism))
 	}
-	return opts, errors.Join(errs...)
+	return opts, warnings, errors.Join(errs...)
 }

@@ -21,6 +21,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	rc := c.rc
+	if !pgTLSWarnings(c, standbyURL, stderr) {
+		return exitConfig
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rc.ConnString)
