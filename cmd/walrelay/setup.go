@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,37 +36,55 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, rc := c.cfg, c.rc
 	tables := splitList(cfg.tables)
+	// N.B. the names are checked on every path, --print included (which
+	// tolerates a missing --pg-url): each is written into SQL, the
+	// replication protocol or pg_hba.conf.
+	if err := setupNames(cfg.slot, cfg.publication, *role, tables); err != nil {
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+		return exitConfig
+	}
 	quoted := make([]string, len(tables))
 	for i, t := range tables {
-		s, n, err := decode.SplitTable(t)
-		if err != nil {
-			fmt.Fprintf(stderr, "walrelay: %v\n", err)
-			return exitConfig
-		}
+		s, n, _ := decode.SplitTable(t)
 		quoted[i] = pgx.Identifier{s, n}.Sanitize()
 	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
 	type stmt struct {
-		sql, exists string
-		// ifExists runs instead when exists finds the object; "" when
-		// nothing is to be done then. existsNote is printed after it.
+		sql string
+		// exists finds the object (its one argument is existsArg); sql
+		// is skipped then, or ifExists runs instead, then existsNote is
+		// printed.
+		exists, existsArg    string
 		ifExists, existsNote string
 	}
 	var stmts []stmt
 	if *role != "" {
 		r := pgx.Identifier{*role}.Sanitize()
-		pw := "'<password>'"
-		if password != "" && !*print {
-			pw = "'" + strings.ReplaceAll(password, "'", "''") + "'"
+		// N.B. the role's password goes to the server as a SCRAM-SHA-256
+		// verifier computed here, never as itself: a statement's text
+		// reaches the server log (log_statement, or any error), and
+		// pg_stat_activity.
+		pw := ""
+		if password != "" {
+			v, err := scramVerifier(password)
+			if err != nil {
+				fmt.Fprintf(stderr, "walrelay: %v\n", err)
+				return exitRuntime
+			}
+			pw = " PASSWORD " + quoteLiteral(v)
 		}
-		create := stmt{sql: fmt.Sprintf("CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD %s", r, pw),
-			exists:     fmt.Sprintf("SELECT 1 FROM pg_roles WHERE rolname = '%s'", strings.ReplaceAll(*role, "'", "''")),
+		create := stmt{sql: fmt.Sprintf("CREATE ROLE %s WITH LOGIN REPLICATION%s", r, pw),
+			exists: `SELECT 1 FROM pg_roles WHERE rolname = $1`, existsArg: *role,
 			existsNote: fmt.Sprintf("role %s exists: its password was NOT changed (pass --rotate-password to set it to WALRELAY_SETUP_ROLE_PASSWORD)", r)}
 		if *rotate {
-			create.ifExists = fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", r, pw)
+			create.ifExists = fmt.Sprintf("ALTER ROLE %s WITH%s", r, pw)
 			create.existsNote = ""
 		}
 		stmts = append(stmts, create)
+		// N.B. no SELECT on the outbox: pgoutput sends the published
+		// inserts to a REPLICATION role without it (only a subscription's
+		// initial table copy needs it, which walrelay never makes).
+		// USAGE lets walrelay look the tables up by name; it reads no rows.
 		schemas := map[string]bool{}
 		for _, t := range tables {
 			s, _, _ := decode.SplitTable(t)
@@ -73,26 +93,28 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 				stmts = append(stmts, stmt{sql: fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", pgx.Identifier{s}.Sanitize(), r)})
 			}
 		}
-		stmts = append(stmts, stmt{sql: fmt.Sprintf("GRANT SELECT ON %s TO %s", strings.Join(quoted, ", "), r)})
 	}
 	stmts = append(stmts,
 		stmt{sql: replication.CreatePublicationSQL(cfg.publication, tables),
-			exists: fmt.Sprintf("SELECT 1 FROM pg_publication WHERE pubname = '%s'", cfg.publication)},
+			exists: `SELECT 1 FROM pg_publication WHERE pubname = $1`, existsArg: cfg.publication},
 		stmt{sql: strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, false), ";"),
-			exists: fmt.Sprintf("SELECT 1 FROM pg_replication_slots WHERE slot_name = '%s'", cfg.slot)},
+			exists: `SELECT 1 FROM pg_replication_slots WHERE slot_name = $1`, existsArg: cfg.slot},
 	)
 	slotStmt := len(stmts) - 1
 	hba := func(db string) string {
-		user := *role
-		if user == "" {
+		user := hbaQuote(*role)
+		if *role == "" {
 			user = "<walrelay's role>"
 		}
-		return fmt.Sprintf("# pg_hba.conf: logical replication connections match the database name, not the 'replication' keyword;\n# narrow the address to walrelay's hosts.\nhost    %s    %s    0.0.0.0/0    scram-sha-256", db, user)
+		return fmt.Sprintf("# pg_hba.conf: logical replication connections match the database name, not the 'replication' keyword;\n# TLS only (hostssl), and replace <CIDR> with walrelay's addresses (e.g. 10.1.2.3/32).\nhostssl    %s    %s    <CIDR>    scram-sha-256", db, user)
 	}
 	if *print {
 		fmt.Fprintln(stdout, "-- Run as the outbox table's owner or a superuser, in the outbox's database.")
 		if *role != "" {
-			fmt.Fprintln(stdout, "-- The role needs no other privilege: REPLICATION streams the slot; SELECT lets `walrelay check` read the table.")
+			fmt.Fprintln(stdout, "-- The role gets no privilege on the outbox's rows: REPLICATION streams the slot (see the README's Security), USAGE lets it look the tables up.")
+			if password == "" {
+				fmt.Fprintf(stdout, "-- Then set its password in psql with \\password %s (psql sends a SCRAM-SHA-256 verifier, never the password).\n", pgx.Identifier{*role}.Sanitize())
+			}
 		}
 		for _, s := range stmts {
 			fmt.Fprintln(stdout, s.sql+";")
@@ -106,6 +128,12 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if *role != "" && password == "" {
 		fmt.Fprintln(stderr, "walrelay: set WALRELAY_SETUP_ROLE_PASSWORD to the new role's password, or pass --role '' to skip creating a role")
 		return exitConfig
+	}
+	if !pgTLSWarnings(c, "", stderr) {
+		return exitConfig
+	}
+	for _, w := range cfg.securityWarnings {
+		c.log.Warn(w) // setup reads the slot markers from Kafka
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -135,7 +163,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	for _, s := range stmts {
 		if s.exists != "" {
 			var one int
-			if err := conn.QueryRow(ctx, s.exists).Scan(&one); err == nil {
+			if err := conn.QueryRow(ctx, s.exists, s.existsArg).Scan(&one); err == nil {
 				if s.ifExists == "" {
 					note := s.existsNote
 					if note == "" {
@@ -153,10 +181,12 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "done:   %s\n", redactPassword(s.sql))
 	}
-	fmt.Fprintln(stdout, "\n"+hba(db))
+	fmt.Fprintln(stdout, "\n"+hba(hbaDatabase(db)))
 	return exitOK
 }
 
+// redactPassword hides the role's password verifier in the statements
+// setup prints (it allows an offline guess at the password).
 func redactPassword(sql string) string {
 	if i := strings.Index(sql, " PASSWORD "); i >= 0 {
 		return sql[:i] + " PASSWORD '***'"
@@ -201,4 +231,61 @@ func setupSlotGone(ctx context.Context, c *command, conn *pgx.Conn, db string, s
 	fmt.Fprintf(stderr, "walrelay: replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: setup does not create it again, which would skip the events committed since (see the README's \"Failover\"); pass --recreate-missing-slot to create it and accept the gap\n",
 		c.cfg.slot, db, sys, lsn, at.UTC().Format(time.RFC3339))
 	return exitSlotLost
+}
+
+// roleRE is what setup takes as a role name: letters, digits, '_', '-' and
+// '.', not starting with a digit, '-' or '.', 1-63 bytes (PostgreSQL
+// truncates longer names).
+var roleRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,62}$`)
+
+// setupNames checks every name setup writes into SQL and pg_hba.conf,
+// reporting each mistake with its fix.
+func setupNames(slot, publication, role string, tables []string) error {
+	var errs []error
+	if err := replication.ValidateName("--slot", slot); err != nil {
+		errs = append(errs, err)
+	}
+	if err := replication.ValidateName("--publication", publication); err != nil {
+		errs = append(errs, err)
+	}
+	if len(tables) == 0 {
+		errs = append(errs, errors.New("--table is empty: name at least one outbox table"))
+	}
+	for _, t := range tables {
+		if err := replication.ValidateTableName(t); err != nil {
+			errs = append(errs, fmt.Errorf("--table: %w", err))
+		}
+	}
+	switch lower := strings.ToLower(role); {
+	case role == "":
+	case !roleRE.MatchString(role):
+		errs = append(errs, fmt.Errorf("--role %q: use 1-63 letters, digits, '_', '-' and '.', starting with a letter or '_'", role))
+	case strings.HasPrefix(lower, "pg_"):
+		errs = append(errs, fmt.Errorf("--role %q: names starting with pg_ are reserved for PostgreSQL's own roles: choose another, e.g. walrelay", role))
+	case slices.Contains([]string{"public", "none", "current_user", "current_role", "session_user", "all"}, lower):
+		errs = append(errs, fmt.Errorf("--role %q: a reserved role name or pg_hba.conf keyword: choose another, e.g. walrelay", role))
+	}
+	return errors.Join(errs...)
+}
+
+// quoteLiteral is s as an SQL string literal (standard_conforming_strings,
+// on by default since PostgreSQL 9.1: a backslash is an ordinary character).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// hbaQuote is a role or database name as a pg_hba.conf field: quoted, so
+// that it is never read as a keyword (all, sameuser, replication, ...) or
+// a group (+name); setupNames keeps '"' and blanks out of role names.
+func hbaQuote(name string) string { return `"` + name + `"` }
+
+// hbaDatabase is the database field of the printed pg_hba.conf line: the
+// name as it is when it is a plain lower-case name that is no keyword, else
+// quoted (a '"' in it cannot be written in pg_hba.conf: a placeholder then).
+func hbaDatabase(db string) string {
+	switch {
+	case strings.ContainsAny(db, "\"\n\r"):
+		return "<database>"
+	case regexp.MustCompile(`^[a-z_][a-z0-9_]*$`).MatchString(db) && !slices.Contains([]string{"all", "sameuser", "samerole", "samegroup", "replication"}, db):
+		return db
+	}
+	return hbaQuote(db)
 }
