@@ -155,6 +155,17 @@ func TestPostgresTLSPolicy(t *testing.T) {
 		}
 	})
 
+	t.Run("standby URL below verify-full warned about with --pg-require-verified-tls=false", func(t *testing.T) {
+		standby := s.dsn(pw[0], pw[1], s.other, db, "sslmode=disable")
+		code, out := runOnce(t, nil, "status", "--pg-url", s.dsn(pw[0], pw[1], s.other, db, verifyFull), "--pg-standby-url", standby,
+			"--slot", e.Slot, "--pg-require-verified-tls=false")
+		want := regexp.MustCompile(`(?m)^\{"level":"warn",.*"msg":"postgresql connection not verified: ` +
+			regexp.QuoteMeta(fmt.Sprintf("PostgreSQL host %s (--pg-standby-url) is reached with sslmode=disable", host)))
+		// N.B. exit 2: the slot does not exist yet; the warning comes first.
+		if code != 2 || !want.MatchString(out) || !strings.Contains(out, "does not exist") {
+			t.Errorf("walrelay status: exit %d, want 2 (no slot yet) with a JSON warn line matching %q:\n%s", code, want, out)
+		}
+	})
 	t.Run("sslmode=disable accepted with --pg-require-verified-tls=false, and warned about", func(t *testing.T) {
 		dsn := s.dsn(pw[0], pw[1], s.other, db, "sslmode=disable")
 		warn := fmt.Sprintf("PostgreSQL host %s (--pg-url) is reached with sslmode=disable", host)
