@@ -60,27 +60,28 @@ type config struct {
 	recreateLost    bool
 	kafka           kafkaSecurity
 	pgURLFile       string
-	pgVerifiedTLS   bool
-	// noKafka: the command does not use Kafka (status): its Kafka
-	// security settings are neither checked nor warned about.
-	noKafka bool
-	// warnings about the security of the settings (Kafka SASL without
-	// TLS, PostgreSQL without a verified server), each logged through the
-	// command's logger by the commands they concern.
-	securityWarnings []string
-	exactlyOnce      bool
-	checkpointTopic  string
-	txnID            string
-	txnTimeout       time.Duration
-	commitInterval   time.Duration
-	slotFailover     failoverFlag
-	recreateMissing  bool
+	exactlyOnce     bool
+	checkpointTopic string
+	txnID           string
+	txnTimeout      time.Duration
+	commitInterval  time.Duration
+	slotFailover    failoverFlag
+	recreateMissing bool
 	// Debezium drop-in (issue 15): converter formats and router options.
 	keyConverter, valueConverter string
 	nullableColumns              string
 	envelopeColumns              string
 	topicRegex, routeColumn      string
 	tombstoneOnEmpty             bool
+
+	// Issue 17: --pg-require-verified-tls.
+	pgVerifiedTLS bool
+	// noKafka: the command does not use Kafka (status): its Kafka
+	// security settings are neither checked nor warned about.
+	noKafka bool
+	// securityWarnings are about what the settings leave unprotected
+	// (Kafka SASL without TLS), for the commands that use Kafka to log.
+	securityWarnings []string
 }
 
 // failoverFlag is --slot-failover: unset (auto), true or false; a bare

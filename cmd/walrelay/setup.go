@@ -43,11 +43,6 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
 		return exitConfig
 	}
-	quoted := make([]string, len(tables))
-	for i, t := range tables {
-		s, n, _ := decode.SplitTable(t)
-		quoted[i] = pgx.Identifier{s, n}.Sanitize()
-	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
 	type stmt struct {
 		sql string
