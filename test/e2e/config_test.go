@@ -174,7 +174,7 @@ func TestCheckStatusAndSetup(t *testing.T) {
 		t.Errorf("status without a slot: exit %d, want 2:\n%s", code, out)
 	}
 	code, out = runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=pw-" + e.Prefix}, append([]string{"setup", "--role", role}, flags...)...)
-	if code != 0 || !strings.Contains(out, "done:   CREATE ROLE") || !strings.Contains(out, "host    ") || strings.Contains(out, "pw-"+e.Prefix) {
+	if code != 0 || !strings.Contains(out, "done:   CREATE ROLE") || !strings.Contains(out, "hostssl    ") || strings.Contains(out, "pw-"+e.Prefix) {
 		t.Fatalf("setup: exit %d:\n%s", code, out)
 	}
 	var super, repl bool
