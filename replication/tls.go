@@ -185,6 +185,9 @@ func (p *prep) tls(ctx context.Context) (string, error) {
 		return "no TLS"
 	}
 	sqlTLS := live(p.conn.PgConn())
+	// N.B. a replication connection of its own, closed at once: the one
+	// that streams is opened later (its "streaming" line says whether it
+	// uses TLS); a role without REPLICATION is the next step's failure.
 	replTLS := "not opened"
 	if rc, err := ConnectReplication(ctx, p.cfg); err == nil {
 		replTLS = live(rc)
