@@ -275,6 +275,9 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.WithHooks(kafkaHook{cfg.Metrics}),
 	}
+	if cfg.Compression == "lz4" {
+		opts = append(opts, kgo.WithCompressor(newLz4Compressor()))
+	}
 	if cfg.ExactlyOnce {
 		// N.B. a transactional producer: records are visible to
 		// read_committed consumers only once their transaction commits,
