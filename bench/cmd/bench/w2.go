@@ -107,13 +107,13 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 		if l.Error != "" {
 			errs = append(errs, fmt.Errorf("%d/s: %s", rate, l.Error))
 		}
-		var fl Stats
-		if l.SlotFloor != nil {
-			fl = *l.SlotFloor
+		floorMsg := ""
+		if f := l.SlotFloor; f != nil {
+			floorMsg = fmt.Sprintf("; slot floor p50 %.2f p99 %.2f ms (ratio %.2f / %.2f)", f.P50, f.P99, l.FloorRatioP50, l.FloorRatioP99)
 		}
-		logf("w2: %s at %d/s (achieved %.0f/s): %d events, insert→consume p50 %.1f p99 %.1f max %.1f ms; slot floor p50 %.2f p99 %.2f ms (ratio %.2f / %.2f); CPU %.1fs; load %s%s",
+		logf("w2: %s at %d/s (achieved %.0f/s): %d events, insert→consume p50 %.1f p99 %.1f max %.1f ms%s; CPU %.1fs; load %s%s",
 			relay, rate, l.AchievedRate, l.Sent, l.InsertToConsume.P50, l.InsertToConsume.P99, l.InsertToConsume.Max,
-			fl.P50, fl.P99, l.FloorRatioP50, l.FloorRatioP99, l.CPUS, l.Load, errSuffix(l.Error))
+			floorMsg, l.CPUS, l.Load, errSuffix(l.Error))
 	}
 	return errors.Join(errs...)
 }
