@@ -248,6 +248,9 @@ func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {
 			return fmt.Errorf("create topic %s: %w", t, errors.Join(err, errIf(resp.ErrMessage)))
 		}
 		s.log.Info("created checkpoint topic", zap.String("topic", t), zap.Int16("replication_factor", resp.ReplicationFactor))
+		if err := s.awaitLeaders(ctx, []string{t}); err != nil {
+			return err
+		}
 	} else if d.Err != nil {
 		return fmt.Errorf("describe topic %s: %w", t, d.Err)
 	}

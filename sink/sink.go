@@ -275,6 +275,9 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.WithHooks(kafkaHook{cfg.Metrics}),
 	}
+	if cfg.Compression == "lz4" {
+		opts = append(opts, kgo.WithCompressor(newLz4Compressor()))
+	}
 	if cfg.ExactlyOnce {
 		// N.B. a transactional producer: records are visible to
 		// read_committed consumers only once their transaction commits,
@@ -707,7 +710,7 @@ func (s *Sink) ensureTopic(ctx context.Context, missing ...string) error {
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
-	created := false
+	var created []string
 	for _, t := range missing {
 		d, ok := details[t]
 		if ok && d.Err == nil {
@@ -725,9 +728,14 @@ func (s *Sink) ensureTopic(ctx context.Context, missing ...string) error {
 		}
 		s.log.Info("created topic", zap.String("topic", t),
 			zap.Int32("partitions", s.cfg.TopicPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
-		created = true
+		created = append(created, t)
 	}
-	for t, limit := range s.describeLimits(ctx, missing, created) {
+	if len(created) > 0 {
+		if err := s.awaitLeaders(ctx, created); err != nil {
+			return err
+		}
+	}
+	for t, limit := range s.describeLimits(ctx, missing, len(created) > 0) {
 		if limit < s.cfg.MaxMessageBytes {
 			s.log.Info("topic accepts smaller batches than --kafka-max-message-bytes: capping its batches", zap.String("topic", t), zap.Int32("max_message_bytes", limit))
 		}

@@ -34,6 +34,7 @@ const (
 	relayNull     = "walrelay-null"
 	relayWalrelay = "walrelay"
 	relayEOS      = "walrelay-eos" // walrelay --exactly-once
+	relayNew      = "walrelay-new" // walrelay on topics it creates (wrnew.*)
 	relayDebezium = "debezium"
 )
 
@@ -54,9 +55,13 @@ type config struct {
 	profile      bool
 	outDir       string
 	walrelayBin  string
-	db           string
-	keepLogs     bool
-	logLevel     string
+	// newtopic workload
+	walrelayBefore string
+	newTopics      int
+	newTopicRounds int
+	db             string
+	keepLogs       bool
+	logLevel       string
 }
 
 func envOr(name, def string) string {
@@ -75,7 +80,7 @@ func parseConfig() (*config, error) {
 	aggs := fs.String("aggregates", envOr("BENCH_AGGREGATES", "10000"), "distinct aggregate ids (BENCH_AGGREGATES)")
 	fill := fs.String("fill-conns", envOr("BENCH_FILL_CONNS", "2"), "connections committing the W1 backlog (BENCH_FILL_CONNS)")
 	relays := fs.String("relays", envOr("BENCH_RELAYS", strings.Join([]string{relayRecv, relayNull, relayWalrelay, relayDebezium}, ",")), "relays to run, in order (BENCH_RELAYS)")
-	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2"), "workloads: w1 (single-row backlog), w1batch (large transactions), w2 (latency) (BENCH_WORKLOADS)")
+	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2"), "workloads: w1 (single-row backlog), w1batch (large transactions), w2 (latency), newtopic (first records on new topics; not in the default) (BENCH_WORKLOADS)")
 	rates := fs.String("w2-rates", envOr("BENCH_W2_RATES", "1000,5000"), "W2: events per second (BENCH_W2_RATES)")
 	w2d := fs.String("w2-duration", envOr("BENCH_W2_DURATION", "60s"), "W2: how long each rate is written (BENCH_W2_DURATION)")
 	w2w := fs.String("w2-warmup", envOr("BENCH_W2_WARMUP", "30s"), "W2: unmeasured writing before the first rate (BENCH_W2_WARMUP)")
@@ -85,6 +90,9 @@ func parseConfig() (*config, error) {
 	fs.BoolVar(&c.profile, "profile", envOr("BENCH_PROFILE", "") != "", "write walrelay CPU profiles of the W1 drains and of W2 next to the results (BENCH_PROFILE=1)")
 	fs.StringVar(&c.outDir, "out", envOr("BENCH_OUT", "bench/results"), "results directory (BENCH_OUT)")
 	fs.StringVar(&c.walrelayBin, "walrelay", envOr("BENCH_WALRELAY", ""), "walrelay binary (default: build ./cmd/walrelay) (BENCH_WALRELAY)")
+	fs.StringVar(&c.walrelayBefore, "walrelay-before", envOr("BENCH_WALRELAY_BEFORE", ""), "newtopic: a second walrelay binary (e.g. of the commit before a change) run alternately with the first (BENCH_WALRELAY_BEFORE)")
+	newTopics := fs.String("newtopics", envOr("BENCH_NEWTOPICS", "3"), "newtopic: new aggregate types (topics walrelay creates) per walrelay start (BENCH_NEWTOPICS)")
+	newTopicRounds := fs.String("newtopic-rounds", envOr("BENCH_NEWTOPIC_ROUNDS", "2"), "newtopic: walrelay starts per binary (BENCH_NEWTOPIC_ROUNDS)")
 	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")
 	fs.StringVar(&c.logLevel, "walrelay-log-level", envOr("BENCH_WALRELAY_LOG_LEVEL", "info"), "walrelay --log-level; debug logs every confirmation (BENCH_WALRELAY_LOG_LEVEL)")
 	fs.BoolVar(&c.keepLogs, "keep-logs", envOr("BENCH_KEEP_LOGS", "") != "", "keep the relays' logs after a successful run (BENCH_KEEP_LOGS=1)")
@@ -110,26 +118,28 @@ func parseConfig() (*config, error) {
 	c.aggregates = atoi("aggregates", *aggs, 1)
 	c.fillConns = atoi("fill-conns", *fill, 1)
 	c.partitions = atoi("partitions", *parts, 1)
+	c.newTopics = atoi("newtopics", *newTopics, 1)
+	c.newTopicRounds = atoi("newtopic-rounds", *newTopicRounds, 1)
 	c.w2Duration = dur("w2-duration", *w2d)
 	c.w2Warmup = dur("w2-warmup", *w2w)
 	c.drainTimeout = dur("drain-timeout", *drain)
 	c.status = dur("status-interval", *status)
 	for _, r := range strings.Split(*relays, ",") {
 		switch r = strings.TrimSpace(r); r {
-		case relayRecv, relayNull, relayWalrelay, relayEOS, relayDebezium:
+		case relayRecv, relayNull, relayWalrelay, relayEOS, relayNew, relayDebezium:
 			c.relays = append(c.relays, r)
 		case "":
 		default:
-			errs = append(errs, fmt.Sprintf("-relays: unknown relay %q (want %s, %s, %s, %s, %s)", r, relayRecv, relayNull, relayWalrelay, relayEOS, relayDebezium))
+			errs = append(errs, fmt.Sprintf("-relays: unknown relay %q (want %s, %s, %s, %s, %s, %s)", r, relayRecv, relayNull, relayWalrelay, relayEOS, relayNew, relayDebezium))
 		}
 	}
 	for _, w := range strings.Split(*workloads, ",") {
 		switch w = strings.TrimSpace(w); w {
-		case "w1", "w1batch", "w2":
+		case "w1", "w1batch", "w2", "newtopic":
 			c.workloads = append(c.workloads, w)
 		case "":
 		default:
-			errs = append(errs, fmt.Sprintf("-workloads: unknown workload %q (want w1, w1batch, w2)", w))
+			errs = append(errs, fmt.Sprintf("-workloads: unknown workload %q (want w1, w1batch, w2, newtopic)", w))
 		}
 	}
 	for _, r := range strings.Split(*rates, ",") {
@@ -224,6 +234,8 @@ func topicPrefix(relay string) string {
 		return "dbz."
 	case relayEOS:
 		return "wreos."
+	case relayNew:
+		return "wrnew."
 	}
 	return "wr."
 }

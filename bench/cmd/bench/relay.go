@@ -81,10 +81,13 @@ func (b *bench) startRelay(ctx context.Context, relay, slot string, endpos pglog
 		r.t0 = time.Now()
 		r.proc, err = rig.StartProc(relayRecv, filepath.Join(b.logDir("logs"), slot+".log"), nil,
 			append([]string{b.recvBin()}, recvArgs(b.dsn, slot, slot, endpos)...)...)
-	case relayWalrelay, relayNull, relayEOS:
+	case relayWalrelay, relayNull, relayEOS, relayNew:
 		args := b.walrelayArgs(slot, slot, relay == relayNull, profile)
 		if relay == relayEOS {
 			args = append(args, "--exactly-once", "--topic", topicPrefix(relay)+"${aggregatetype}", "--checkpoint-topic", "wreos.checkpoints")
+		}
+		if relay == relayNew {
+			args = append(args, "--topic", topicPrefix(relay)+"${aggregatetype}")
 		}
 		if b.httpAddr {
 			port, err := proc.FreePort()

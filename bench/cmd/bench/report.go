@@ -42,8 +42,8 @@ func markdown(res *Results) string {
 			fmt.Fprintf(&b, "- %s: %d rows in %d transactions, committed in %.1f s (%.0f rows/s), %d MiB of WAL; payload ~%.0f bytes, %d aggregates.\n",
 				f.Workload, f.Rows, f.Transactions, f.Seconds, f.RowsPerS, f.WALBytes>>20, res.Config.PayloadBytes, res.Config.Aggregates)
 		}
-		b.WriteString("\n| workload | relay | events | s to slot confirmed | events/s | s to all records in Kafka (events/s) | peak RSS MiB | CPU s | CPU s / M events | walsender CPU s | broker CPU s | other processes CPU s | load before → after |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString("\n| workload | relay | events | s to slot confirmed | events/s | s to all records in Kafka (events/s) | peak RSS MiB | median RSS MiB after 1 s | CPU s | CPU s / M events | walsender CPU s | broker CPU s | other processes CPU s | load before → after |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, d := range res.Drains {
 			relay := d.Relay
 			if d.Error != "" {
@@ -53,8 +53,8 @@ func markdown(res *Results) string {
 			if d.RecordsS > 0 {
 				recs = fmt.Sprintf("%.2f (%.0f)", d.RecordsS, d.RecordsPerS)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s → %s |\n",
-				d.Workload, relay, d.Events, f2(d.ConfirmedS), f0(d.EventsPerS), recs, f1(d.PeakRSSMB),
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s → %s |\n",
+				d.Workload, relay, d.Events, f2(d.ConfirmedS), f0(d.EventsPerS), recs, f1(d.PeakRSSMB), f1(d.SteadyRSSMB),
 				f1(d.CPUS), f1(d.CPUSPerMEvents), f1(d.WalsenderCPUS), f1(d.BrokerCPUS), d.OtherCPUS, d.LoadBefore, d.LoadAfter)
 		}
 		for _, d := range res.Drains {
@@ -67,8 +67,9 @@ func markdown(res *Results) string {
 	if len(res.Latency) > 0 {
 		b.WriteString("\n### W2 steady rate: commit-to-consumer latency (ms)\n\n")
 		b.WriteString("Insert → consume: consumer receive time minus the row's clock_timestamp() at insert (in the payload), the same measure for both relays. Record ts → consume: minus the Kafka record timestamp (walrelay: commit time; Debezium: when the connector processed the event; 1 ms resolution).\n\n")
-		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ | CPU s | CPU s / M events | peak RSS MiB | machine busy |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|\n")
+		b.WriteString("Slot floor: the same rows at the same time through a second slot (test_decoding) read by pg_recvlogical, line read minus insert time; ratio = the relay's insert → consume over the floor.\n\n")
+		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | slot floor p50 / p99 | ratio p50 / p99 | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ | CPU s | CPU s / M events | peak RSS MiB | median RSS MiB | machine busy | load after |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---|\n")
 		for _, l := range res.Latency {
 			relay := l.Relay
 			if l.Error != "" {
@@ -79,9 +80,26 @@ func markdown(res *Results) string {
 			if c := l.RelayCommitToAck; c != nil {
 				own = fmt.Sprintf("%.1f / %.0f", c.MeanMS, c.P99LE)
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f / %.1f | %s | %s | %s | %s | %.0f%% |\n",
-				relay, l.TargetRate, l.AchievedRate, l.Received, s.P50, s.P90, s.P99, s.P999, s.Max,
-				l.RecordTSToConsume.P50, l.RecordTSToConsume.P99, own, f1(l.CPUS), f1(l.CPUSPerMEvents), f1(l.PeakRSSMB), 100*l.BusyShare)
+			floor, ratio := "–", "–"
+			if f := l.SlotFloor; f != nil {
+				floor = fmt.Sprintf("%.2f / %.2f", f.P50, f.P99)
+				ratio = fmt.Sprintf("%.2f× / %.2f×", l.FloorRatioP50, l.FloorRatioP99)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f / %.1f | %s | %s | %s | %s | %s | %.0f%% | %s |\n",
+				relay, l.TargetRate, l.AchievedRate, l.Received, s.P50, s.P90, s.P99, s.P999, s.Max, floor, ratio,
+				l.RecordTSToConsume.P50, l.RecordTSToConsume.P99, own, f1(l.CPUS), f1(l.CPUSPerMEvents), f1(l.PeakRSSMB), f1(l.SteadyRSSMB), 100*l.BusyShare, l.Load)
+		}
+	}
+	if len(res.NewTopics) > 0 {
+		b.WriteString("\n### New topics: 100 events of one aggregate type in one transaction, commit → all in Kafka (s)\n\n")
+		b.WriteString("walrelay running and warm (one record on a pre-created topic first); \"in Kafka\": the topic's end offsets, asked of each leader every 2 ms, sum to the events.\n\n")
+		b.WriteString("| relay | kind | topic | s | load after |\n|---|---|---|---:|---|\n")
+		for _, n := range res.NewTopics {
+			kind := n.Kind
+			if n.Error != "" {
+				kind += " (error: " + n.Error + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %s |\n", n.Relay, kind, n.Topic, n.Seconds, n.Load)
 		}
 	}
 	b.WriteString(targets(res))
@@ -125,6 +143,9 @@ func targets(res *Results) string {
 			}
 			fmt.Fprintf(&b, "; target ≥ %.0f (min of 3× Debezium, 0.9× pg_recvlogical) and ≥ 0.6× pg_recvlogical: %s.\n", target,
 				met(wr.EventsPerS >= target && wr.EventsPerS >= 0.6*recv.EventsPerS))
+		}
+		if nw := get(wl, relayNew); nw != nil && recv != nil {
+			fmt.Fprintf(&b, "- %s: walrelay on topics it creates %.0f events/s = %.2f× pg_recvlogical; target ≥ 0.9×: %s.\n", wl, nw.EventsPerS, nw.EventsPerS/recv.EventsPerS, met(nw.EventsPerS >= 0.9*recv.EventsPerS))
 		}
 		if null != nil && recv != nil {
 			fmt.Fprintf(&b, "- %s: null sink %.0f events/s = %.2f× pg_recvlogical; target ≥ 0.9×: %s.\n", wl, null.EventsPerS, null.EventsPerS/recv.EventsPerS, met(null.EventsPerS >= 0.9*recv.EventsPerS))

@@ -1,5 +1,7 @@
 package main
 
+import "github.com/walrelay/walrelay/bench/internal/rig"
+
 // Results is the raw JSON written to bench/results.
 type Results struct {
 	Started  string    `json:"started"`
@@ -9,7 +11,9 @@ type Results struct {
 	Fills    []Fill    `json:"fills"`
 	Drains   []Drain   `json:"w1_drains"`
 	Latency  []Latency `json:"w2_latency"`
-	Errors   []string  `json:"errors,omitempty"`
+	// NewTopics: the newtopic workload.
+	NewTopics []NewTopic `json:"newtopic,omitempty"`
+	Errors    []string   `json:"errors,omitempty"`
 }
 
 // Machine says where the figures come from.
@@ -98,7 +102,11 @@ type Drain struct {
 	LoadBefore    string  `json:"loadavg_before"`
 	LoadAfter     string  `json:"loadavg_after"`
 	Profile       string  `json:"cpu_profile,omitempty"`
-	Error         string  `json:"error,omitempty"`
+	// RSS: the relay's VmRSS every 250 ms from its start; SteadyRSSMB the
+	// median of those after the first second.
+	RSS         []rig.RSSPoint `json:"rss,omitempty"`
+	SteadyRSSMB float64        `json:"steady_rss_mb,omitempty"`
+	Error       string         `json:"error,omitempty"`
 }
 
 // Stats are latency percentiles in milliseconds.
@@ -129,13 +137,24 @@ type Latency struct {
 	// (milliseconds). walrelay: the commit time; Debezium: when the
 	// connector processed the event.
 	RecordTSToConsume Stats `json:"record_timestamp_to_consume"`
+	// SlotFloor: the slot's own floor over the same rows at the same time,
+	// a second slot (test_decoding) read by pg_recvlogical: the time its
+	// output line is read minus the payload's "ts". Not for Debezium.
+	SlotFloor *Stats `json:"slot_floor_insert_to_decode,omitempty"`
+	// FloorRatioP50, FloorRatioP99: InsertToConsume over SlotFloor.
+	FloorRatioP50 float64 `json:"floor_ratio_p50,omitempty"`
+	FloorRatioP99 float64 `json:"floor_ratio_p99,omitempty"`
 	// RelayCommitToAck is walrelay's own walrelay_commit_to_ack_seconds
 	// histogram over the phase: commit to Kafka's acknowledgement.
 	RelayCommitToAck *Bucketed `json:"walrelay_commit_to_ack,omitempty"`
 	CPUS             float64   `json:"cpu_s"`
 	CPUSPerMEvents   float64   `json:"cpu_s_per_million_events"`
 	PeakRSSMB        float64   `json:"peak_rss_mb"`
-	BusyShare        float64   `json:"machine_busy_share"`
-	Load             string    `json:"loadavg_after"`
-	Error            string    `json:"error,omitempty"`
+	// RSS: walrelay's VmRSS every 250 ms over the phase; SteadyRSSMB the
+	// median.
+	RSS         []rig.RSSPoint `json:"rss,omitempty"`
+	SteadyRSSMB float64        `json:"steady_rss_mb,omitempty"`
+	BusyShare   float64        `json:"machine_busy_share"`
+	Load        string         `json:"loadavg_after"`
+	Error       string         `json:"error,omitempty"`
 }

@@ -36,13 +36,20 @@ func (b *bench) runW1(ctx context.Context) error {
 		if !b.cfg.runs(wl) || ctx.Err() != nil {
 			continue
 		}
-		var topics []string
+		var topics, fresh []string
 		for _, r := range b.cfg.relays {
+			if r == relayNew {
+				// N.B. walrelay creates this one, when its first record comes.
+				fresh = append(fresh, topicPrefix(r)+wl)
+			}
 			if r == relayWalrelay || r == relayEOS || r == relayDebezium {
 				topics = append(topics, topicPrefix(r)+wl)
 			}
 		}
 		if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topics...); err != nil {
+			return err
+		}
+		if err := b.adm.DeleteTopics(ctx, fresh...); err != nil {
 			return err
 		}
 		fill, err := b.fill(ctx, wl)
@@ -163,11 +170,11 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	}
 	defer w.Close()
 	profile := ""
-	if b.profiling && (relay == relayWalrelay || relay == relayNull) {
+	if b.profiling && (relay == relayWalrelay || relay == relayNull || relay == relayNew) {
 		profile, _ = filepath.Abs(fmt.Sprintf("%s-%s-%s.pprof", b.base, wl, relay))
 		d.Profile = filepath.Base(profile)
 	}
-	kafka := relay == relayWalrelay || relay == relayEOS || relay == relayDebezium
+	kafka := relay == relayWalrelay || relay == relayEOS || relay == relayNew || relay == relayDebezium
 	topic := topicPrefix(relay) + wl
 
 	d.LoadBefore = rig.LoadAvg()
@@ -184,6 +191,7 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 		d.Error = err.Error()
 		return d
 	}
+	rss := rig.SampleRSS(r.proc.Pid(), 250*time.Millisecond)
 	if r.worker != nil {
 		d.WorkerStartS = round(r.worker.Ready.Seconds(), 2)
 		d.WorkerStartCPU = round(r.worker.ReadyCPU, 2)
@@ -226,6 +234,8 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	}
 	d.CPUS = round(r.cpu(), 2)
 	d.PeakRSSMB = round(r.proc.PeakRSSMB(), 1)
+	d.RSS = rss.Stop()
+	d.SteadyRSSMB = rig.SteadyMiB(d.RSS, 1)
 	d.WalsenderCPUS = round(walsenderCPU, 2)
 	if b.env.KafkaPID != 0 {
 		d.BrokerCPUS = round(procstat.CPUSeconds(b.env.KafkaPID)-broker0, 2)
@@ -255,8 +265,8 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	if kafka {
 		recs = fmt.Sprintf(", every record in Kafka after %.2fs", d.RecordsS)
 	}
-	logf("%s: %s: confirmed after %.2fs (%.0f events/s)%s, CPU %.1fs, peak RSS %.0f MiB%s",
-		wl, relay, d.ConfirmedS, d.EventsPerS, recs, d.CPUS, d.PeakRSSMB, errSuffix(d.Error))
+	logf("%s: %s: confirmed after %.2fs (%.0f events/s)%s, CPU %.1fs (walsender %.1fs, broker %.1fs), peak RSS %.0f MiB, median RSS after 1 s %.1f MiB; load %s%s",
+		wl, relay, d.ConfirmedS, d.EventsPerS, recs, d.CPUS, d.WalsenderCPUS, d.BrokerCPUS, d.PeakRSSMB, d.SteadyRSSMB, d.LoadAfter, errSuffix(d.Error))
 	return d
 }
 

@@ -74,12 +74,21 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 			logf("w2: stop %s: %v", relay, err)
 		}
 	}()
+	var floor *floorReader
+	if relay != relayDebezium {
+		// N.B. the slot's own floor on the same WAL at the same time: a
+		// second slot, test_decoding through pg_recvlogical.
+		if floor, err = b.startFloor(ctx, slotName("w2", relay+"_floor")); err != nil {
+			return err
+		}
+		defer floor.stop(context.WithoutCancel(ctx), b.dsn)
+	}
 	seq := int64(10_000_000)
 	if b.cfg.w2Warmup > 0 && len(b.cfg.w2Rates) > 0 {
 		// Unmeasured: the relay streams and is warm (JIT, connections,
 		// topic metadata) before the first measured rate. Its records may
 		// wait for Debezium's start-up, hence the long allowance.
-		l := b.measure(ctx, r, w2Type(relay, "warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq, 3*time.Minute)
+		l := b.measure(ctx, r, floor, w2Type(relay, "warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq, 3*time.Minute)
 		seq += int64(l.Sent)
 		if l.Error != "" {
 			return fmt.Errorf("warm-up: %s", l.Error)
@@ -92,14 +101,19 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 			break
 		}
 		r.proc.ResetPeak()
-		l := b.measure(ctx, r, w2Type(relay, strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq, 2*time.Minute)
+		l := b.measure(ctx, r, floor, w2Type(relay, strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq, 2*time.Minute)
 		seq += int64(l.Sent)
 		b.res.Latency = append(b.res.Latency, l)
 		if l.Error != "" {
 			errs = append(errs, fmt.Errorf("%d/s: %s", rate, l.Error))
 		}
-		logf("w2: %s at %d/s: %d events, insert→consume p50 %.1f p99 %.1f max %.1f ms; CPU %.1fs%s",
-			relay, rate, l.Sent, l.InsertToConsume.P50, l.InsertToConsume.P99, l.InsertToConsume.Max, l.CPUS, errSuffix(l.Error))
+		floorMsg := ""
+		if f := l.SlotFloor; f != nil {
+			floorMsg = fmt.Sprintf("; slot floor p50 %.2f p99 %.2f ms (ratio %.2f / %.2f)", f.P50, f.P99, l.FloorRatioP50, l.FloorRatioP99)
+		}
+		logf("w2: %s at %d/s (achieved %.0f/s): %d events, insert→consume p50 %.1f p99 %.1f max %.1f ms%s; CPU %.1fs; load %s%s",
+			relay, rate, l.AchievedRate, l.Sent, l.InsertToConsume.P50, l.InsertToConsume.P99, l.InsertToConsume.Max,
+			floorMsg, l.CPUS, l.Load, errSuffix(l.Error))
 	}
 	return errors.Join(errs...)
 }
@@ -107,7 +121,7 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 // measure writes typ rows at rate for dur while a consumer reads the
 // relay's topic, and waits up to grace after the last write for every
 // record.
-func (b *bench) measure(ctx context.Context, r *running, typ string, rate int, dur time.Duration, seq0 int64, grace time.Duration) Latency {
+func (b *bench) measure(ctx context.Context, r *running, floor *floorReader, typ string, rate int, dur time.Duration, seq0 int64, grace time.Duration) Latency {
 	l := Latency{Relay: r.relay, TargetRate: rate}
 	topic := topicPrefix(r.relay) + typ
 	cons, err := newLatencyConsumer(ctx, b.env.Brokers, topic)
@@ -120,6 +134,7 @@ func (b *bench) measure(ctx context.Context, r *running, typ string, rate int, d
 	const hist = "walrelay_commit_to_ack_seconds"
 	h0 := scrapeHistogram(ctx, r.metrics, hist)
 	busy0 := rig.ReadMachineCPU()
+	rss := rig.SampleRSS(r.proc.Pid(), 250*time.Millisecond)
 	cpu0 := r.cpu()
 	begin := time.Now()
 	sent, err := writeAtRate(ctx, b.dsn, typ, rate, dur, b.cfg.aggregates, seq0)
@@ -138,9 +153,14 @@ func (b *bench) measure(ctx context.Context, r *running, typ string, rate int, d
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	for floor != nil && floor.count(typ) < sent && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	l.CPUS = round(r.cpu()-cpu0, 2)
 	l.RelayCommitToAck = histogramDelta(h0, scrapeHistogram(ctx, r.metrics, hist))
 	l.PeakRSSMB = round(r.proc.PeakRSSMB(), 1)
+	l.RSS = rss.Stop()
+	l.SteadyRSSMB = rig.SteadyMiB(l.RSS, 0)
 	l.BusyShare = round(rig.BusyShare(busy0, rig.ReadMachineCPU()), 3)
 	l.Load = rig.LoadAvg()
 	if sent > 0 {
@@ -150,6 +170,14 @@ func (b *bench) measure(ctx context.Context, r *running, typ string, rate int, d
 	l.Received, l.Duplicates = cons.received(), cons.dups
 	l.InsertToConsume = stats(cons.insertLat)
 	l.RecordTSToConsume = stats(cons.recordLat)
+	if floor != nil {
+		fs := floor.stats(typ)
+		l.SlotFloor = &fs
+		if fs.P50 > 0 && fs.P99 > 0 {
+			l.FloorRatioP50 = round(l.InsertToConsume.P50/fs.P50, 2)
+			l.FloorRatioP99 = round(l.InsertToConsume.P99/fs.P99, 2)
+		}
+	}
 	if cons.err != nil && l.Error == "" {
 		l.Error = cons.err.Error()
 	}
@@ -196,6 +224,11 @@ func writeAtRate(ctx context.Context, dsn, typ string, rate int, dur time.Durati
 			defer wg.Done()
 			for i := w; i < total; i += k {
 				due := begin.Add(time.Duration(float64(i) * interval))
+				if time.Since(begin) > dur {
+					// N.B. a rate above the box's insert rate measures at
+					// that maximum for dur, not until every row is written.
+					return
+				}
 				if d := time.Until(due); d > 0 {
 					time.Sleep(d)
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/test/proc"
 )
@@ -131,4 +132,86 @@ func ReadAll(ctx context.Context, brokers []string, want int, timeout time.Durat
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
 	}
 	return out, nil
+}
+
+// TopicRecords sums the end offsets of every partition of topic, asking
+// each broker once (a Metadata request, then ListOffsets on each leader;
+// no retries, no cached metadata, so that a poll loop sees a topic the
+// moment its leaders hold the records). ok is false while the topic or a
+// partition is not there yet.
+func (a *Admin) TopicRecords(ctx context.Context, topic string) (n int64, ok bool, err error) {
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, a.cl)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 || len(mresp.Topics[0].Partitions) == 0 {
+		return 0, false, nil
+	}
+	byLeader := map[int32]*kmsg.ListOffsetsRequest{}
+	for _, mp := range mresp.Topics[0].Partitions {
+		if mp.ErrorCode != 0 || mp.Leader < 0 {
+			return 0, false, nil
+		}
+		req := byLeader[mp.Leader]
+		if req == nil {
+			req = kmsg.NewPtrListOffsetsRequest()
+			req.ReplicaID = -1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			req.Topics = append(req.Topics, rt)
+			byLeader[mp.Leader] = req
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = mp.Partition, -1, -1
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	}
+	for leader, req := range byLeader {
+		kresp, err := a.cl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, t := range kresp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					return 0, false, nil
+				}
+				n += p.Offset
+			}
+		}
+	}
+	return n, true, nil
+}
+
+// DeleteTopics deletes topics if they exist and waits until the broker no
+// longer lists them.
+func (a *Admin) DeleteTopics(ctx context.Context, topics ...string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := a.adm.DeleteTopics(ctx, topics...); err != nil {
+		return fmt.Errorf("delete topics: %w", err)
+	}
+	for {
+		md, err := a.adm.ListTopics(ctx, topics...)
+		gone := err == nil
+		for _, t := range topics {
+			if d, found := md[t]; found && d.Err == nil {
+				gone = false
+			}
+		}
+		if gone {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for topics to go: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/walrelay/walrelay/bench/internal/rig"
+)
+
+// floorReader is the slot's own latency floor, measured beside a relay on
+// the same WAL: a second slot with test_decoding, streamed by
+// pg_recvlogical to its stdout; each row line is timed when it is read,
+// minus the payload's "ts" (the row's clock_timestamp() at insert), the
+// same measure as the relays' insert → consume.
+type floorReader struct {
+	slot string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu  sync.Mutex
+	lat map[string][]float64 // aggregate type -> ms
+	err error
+}
+
+// startFloor creates a test_decoding slot and streams it.
+func (b *bench) startFloor(ctx context.Context, slot string) (*floorReader, error) {
+	if err := rig.Exec(ctx, b.dsn, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'test_decoding')`, slot)); err != nil {
+		return nil, fmt.Errorf("create floor slot: %w", err)
+	}
+	f := &floorReader{slot: slot, done: make(chan struct{}), lat: map[string][]float64{}}
+	// N.B. -f - writes each message to stdout as it arrives (no fsync);
+	// feedback every second as walrelay's --status-interval.
+	f.cmd = exec.CommandContext(ctx, b.recvBin(), "-d", b.dsn, "--slot", slot, "--start", "-o", "include-xids=0",
+		"-f", "-", "-s", "1", "-F", "1", "--no-loop")
+	out, err := f.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start pg_recvlogical (floor): %w", err)
+	}
+	go f.read(out)
+	return f, nil
+}
+
+var aggKey = []byte(`aggregatetype[text]:'`)
+
+func (f *floorReader) read(r io.Reader) {
+	defer close(f.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		now := time.Now().UnixMicro()
+		line := sc.Bytes()
+		ts, ok := payloadTS(line)
+		if !ok {
+			continue
+		}
+		i := bytes.Index(line, aggKey)
+		if i < 0 {
+			continue
+		}
+		typ := line[i+len(aggKey):]
+		if j := bytes.IndexByte(typ, '\''); j >= 0 {
+			typ = typ[:j]
+		}
+		f.mu.Lock()
+		f.lat[string(typ)] = append(f.lat[string(typ)], float64(now-ts)/1000)
+		f.mu.Unlock()
+	}
+	if err := sc.Err(); err != nil {
+		f.mu.Lock()
+		f.err = err
+		f.mu.Unlock()
+	}
+}
+
+// count is how many rows of typ the floor has read.
+func (f *floorReader) count(typ string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.lat[typ])
+}
+
+// stats of typ's rows.
+func (f *floorReader) stats(typ string) Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return stats(append([]float64(nil), f.lat[typ]...))
+}
+
+// stop ends pg_recvlogical and drops the slot.
+func (f *floorReader) stop(ctx context.Context, dsn string) {
+	if f.cmd.Process != nil {
+		_ = f.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-f.done:
+		case <-time.After(10 * time.Second):
+			_ = f.cmd.Process.Kill()
+			<-f.done
+		}
+		_ = f.cmd.Wait()
+	}
+	if err := rig.Exec(ctx, dsn, fmt.Sprintf(`SELECT pg_drop_replication_slot('%s')`, f.slot)); err != nil {
+		logf("drop floor slot %s: %v", f.slot, err)
+	}
+}
