@@ -84,6 +84,7 @@ func markdown(res *Results) string {
 				l.RecordTSToConsume.P50, l.RecordTSToConsume.P99, own, f1(l.CPUS), f1(l.CPUSPerMEvents), f1(l.PeakRSSMB), 100*l.BusyShare)
 		}
 	}
+	b.WriteString(walMessagesTable(res))
 	b.WriteString(targets(res))
 	if len(res.Errors) > 0 {
 		b.WriteString("\n### Errors\n\n")

@@ -9,7 +9,9 @@ type Results struct {
 	Fills    []Fill    `json:"fills"`
 	Drains   []Drain   `json:"w1_drains"`
 	Latency  []Latency `json:"w2_latency"`
-	Errors   []string  `json:"errors,omitempty"`
+	// WALMessages is the wmsg workload (wmsg.go).
+	WALMessages []WALCompare `json:"wmsg,omitempty"`
+	Errors      []string     `json:"errors,omitempty"`
 }
 
 // Machine says where the figures come from.
