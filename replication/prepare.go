@@ -314,8 +314,8 @@ func (p *prep) serverVersion(ctx context.Context) (string, error) {
 	}
 	p.st.ServerVersion = num
 	note, untested, err := checkServerVersion(num, version)
-	if err == nil && p.cfg.Messages && num < minMessagesVersionNum {
-		err = setupErrorf("PostgreSQL %s cannot stream logical decoding messages: --source messages needs pgoutput's messages option, PostgreSQL 14 or later: upgrade the server, or use --source tables with an outbox table", version)
+	if err == nil && p.cfg.Messages {
+		err = checkMessagesVersion(num, version)
 	}
 	if untested {
 		p.log.Warn("PostgreSQL is newer than the versions walrelay was tested on (14 to 18)", zap.String("server_version", version))
@@ -338,6 +338,15 @@ func checkServerVersion(num int, version string) (note string, untested bool, er
 		return fmt.Sprintf("PostgreSQL %s: newer than the versions walrelay was tested on (14 to 18)", version), true, nil
 	}
 	return "PostgreSQL " + version, false, nil
+}
+
+// checkMessagesVersion refuses the message source before PostgreSQL 14,
+// whose pgoutput has no messages option.
+func checkMessagesVersion(num int, version string) error {
+	if num < minMessagesVersionNum {
+		return setupErrorf("PostgreSQL %s cannot stream logical decoding messages: --source messages needs pgoutput's messages option, PostgreSQL 14 or later: upgrade the server, or use --source tables with an outbox table", version)
+	}
+	return nil
 }
 
 func (p *prep) walLevel(ctx context.Context) (string, error) {
