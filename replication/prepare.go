@@ -631,7 +631,11 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 	}
 	if cfg.NoTables {
 		// N.B. pgoutput sends the messages whatever the publication
-		// lists: with no outbox table it only has to exist.
+		// lists, but it looks the publication up at the first row change
+		// of any table of the database: a missing one stops the stream
+		// there before PostgreSQL 18 ("publication ... does not exist"),
+		// and 18 warns and skips it. With no outbox table it only has to
+		// exist, empty.
 		return "exists; --source messages needs no table in it (pgoutput requires a publication to name)", nil
 	}
 	pub := pgx.Identifier{cfg.Publication}.Sanitize()
