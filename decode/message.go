@@ -105,7 +105,7 @@ func (d *Decoder) message(msg []byte) (*Tx, error) {
 	if !d.cfg.Messages {
 		return nil, nil // not requested; skipped as before
 	}
-	if m.Prefix != d.cfg.MessagePrefix {
+	if string(m.Prefix) != d.cfg.MessagePrefix { // no allocation for the comparison
 		d.Stats.OtherMessages++
 		return nil, nil
 	}
@@ -117,7 +117,7 @@ func (d *Decoder) message(msg []byte) (*Tx, error) {
 		if !d.msg.warned {
 			d.msg.warned = true
 			d.log.Warn("non-transactional logical decoding message with the outbox prefix: not relayed (it survives a rollback, so it is no event); emit events with pg_logical_emit_message(true, ...) or walrelay.emit; walrelay_messages_nontransactional_total counts them",
-				zap.String("prefix", m.Prefix), zap.Stringer("lsn", m.LSN))
+				zap.ByteString("prefix", m.Prefix), zap.Stringer("lsn", m.LSN))
 		}
 		return nil, nil
 	}

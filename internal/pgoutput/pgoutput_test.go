@@ -304,7 +304,7 @@ func TestParseLogicalMessageMatchesPglogrepl(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.LSN != want.LSN || (got.Flags&1 == 1) != want.Transactional || got.Prefix != want.Prefix || !bytes.Equal(got.Content, want.Content) {
+		if got.LSN != want.LSN || (got.Flags&1 == 1) != want.Transactional || string(got.Prefix) != want.Prefix || !bytes.Equal(got.Content, want.Content) {
 			t.Errorf("ParseLogicalMessage = %+v, pglogrepl %+v", got, want)
 		}
 	}
