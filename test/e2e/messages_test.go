@@ -342,3 +342,38 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestExactlyOnceMessages is TestExactlyOnce with half the events emitted
+// as messages, mixed with outbox rows in the same transactions: a
+// read_committed consumer reads each once, each PostgreSQL transaction
+// whole in one Kafka transaction, across a graceful restart.
+func TestExactlyOnceMessages(t *testing.T) {
+	t.Parallel()
+	e := harness.NewEnv(t, relayBin)
+	e.ExactlyOnce()
+	e.RelayArgs = append(e.RelayArgs, "--source", "tables,messages")
+	wit := harness.NewWitness(t, e)
+	w := &harness.Workload{Writers: 2, Events: 600, Aggregates: 50, MaxTxRows: 6, Rollback: 0.1, Messages: 0.5, Pause: time.Millisecond}
+	w.Prepare(t, e)
+	w.PrepareMessages(t, e)
+	relay := e.StartRelay(t)
+	relay.WaitStreaming()
+	writing := w.Start(e)
+	harness.WaitFor(t, time.Minute, "half of the events", func() bool { return w.Committed() >= 300 })
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+	relay = e.StartRelay(t)
+	if err := writing.Wait(); err != nil {
+		t.Fatalf("writers: %v", err)
+	}
+	rep, _ := eosHistory(t, e, wit, w)
+	var fromMessages int
+	e.Bed.QueryRow(t, e.DSN, `SELECT count(*) FROM `+harness.MessageLedger).Scan(&fromMessages)
+	if fromMessages == 0 || fromMessages == rep.Events {
+		t.Errorf("%d of %d events were messages: the test wants both kinds", fromMessages, rep.Events)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+}
