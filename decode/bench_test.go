@@ -82,3 +82,34 @@ func BenchmarkDecodeWideUnmappedColumn(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeSingleMessageTransactions is
+// BenchmarkDecodeSingleRowTransactions with each event a logical decoding
+// message of walrelay.emit's content (--source messages).
+func BenchmarkDecodeSingleMessageTransactions(b *testing.B) {
+	d := newDecoder(b, Config{Messages: true, HeaderColumns: []HeaderColumn{{Column: "type", Header: "eventType"}}})
+	payload := `{"orderId": 12345, "note": "` + strings.Repeat("x", 270) + `"}`
+	const n = 1024
+	begins, msgs, commits := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	for i := range n {
+		begins[i] = msgBegin(commitLSN, commitTime, uint32(i))
+		msgs[i] = msgMessage(commitLSN-8, "outbox", jsonbContent(eventUUID, "order", fmt.Sprint("agg-", i%100), "OrderCreated", payload))
+		commits[i] = msgCommit(commitLSN, endLSN, commitTime)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msgs[0])))
+	b.ResetTimer()
+	for i := range b.N {
+		j := i % n
+		if _, err := d.Decode(begins[j]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.Decode(msgs[j]); err != nil {
+			b.Fatal(err)
+		}
+		tx, err := d.Decode(commits[j])
+		if err != nil || tx == nil || len(tx.Events) != 1 || tx.Events[0].Err != nil {
+			b.Fatalf("tx %v, err %v", tx, err)
+		}
+	}
+}

@@ -126,6 +126,17 @@ type Config struct {
 	// Resolve); a change to it before that is an error. Default false:
 	// such a relation is another table.
 	ResolvePartitions bool
+	// Messages makes each transactional logical decoding message
+	// (pg_logical_emit_message(true, MessagePrefix, content)) an event:
+	// its content is a JSON object keyed by the mapped column names
+	// (message.go). Default false: messages are skipped.
+	Messages bool
+	// MessagePrefix is the prefix of the messages that are events.
+	// Default "outbox".
+	MessagePrefix string
+	// NoTables: no table is an outbox (the message source alone); Tables
+	// is ignored. Default false.
+	NoTables bool
 }
 
 // recordOverhead is a generous bound on what a record adds to its key,
@@ -160,6 +171,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RouteColumn == "" {
 		c.RouteColumn = "aggregatetype"
+	}
+	if c.MessagePrefix == "" {
+		c.MessagePrefix = "outbox"
 	}
 	return c
 }
@@ -200,6 +214,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("envelope field %q is given twice (\"payload\" is always the payload)", f.Alias))
 		}
 		aliases[f.Alias] = true
+	}
+	if c.NoTables && !c.Messages {
+		errs = append(errs, errors.New("no source: with no outbox table, the message source must be on (--source tables, messages or tables,messages)"))
+	}
+	if c.Messages && c.ValueFormat == FormatBytes {
+		errs = append(errs, fmt.Errorf("--value-converter %s takes a bytea payload, and a message's payload is JSON: use string or json with --source messages", FormatBytes))
 	}
 	seen := map[string]bool{"id": true}
 	for _, h := range c.HeaderColumns {
@@ -310,6 +330,11 @@ type Stats struct {
 	Inserts      uint64 // outbox inserts turned into events
 	Ignored      uint64 // updates, deletes and truncates of outbox tables
 	OtherTables  uint64 // changes to tables that are not outboxes
+	// Messages are the transactional messages of Config.MessagePrefix
+	// turned into events; NonTransactional those of the prefix that are
+	// not transactional (never events); OtherMessages the messages of
+	// other prefixes.
+	Messages, NonTransactional, OtherMessages uint64
 }
 
 type relation struct {
@@ -360,6 +385,7 @@ type Decoder struct {
 	re    *topicRegex
 	// Scratch for the json formats: the key, the value, a bytea's bytes.
 	kbuf, vbuf, tmp []byte
+	msg             messageSource // Config.Messages (message.go)
 
 	Stats Stats
 }
@@ -383,8 +409,16 @@ func New(cfg Config, log *zap.Logger) (*Decoder, error) {
 		d.template = Template{src: cfg.Topic, parts: []templatePart{{column: cfg.RouteColumn}}}
 	}
 	for _, t := range cfg.Tables {
+		if cfg.NoTables {
+			break
+		}
 		s, n, _ := SplitTable(t)
 		d.tables[s+"."+n] = true
+	}
+	if cfg.Messages {
+		if err := d.initMessages(); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -419,7 +453,9 @@ func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 		return nil, d.delete(msg)
 	case pgoutput.KindTruncate:
 		return nil, d.truncate(msg)
-	case pgoutput.KindType, pgoutput.KindOrigin, pgoutput.KindLogicalMessage:
+	case pgoutput.KindLogicalMessage:
+		return d.message(msg)
+	case pgoutput.KindType, pgoutput.KindOrigin:
 		return nil, skip(msg)
 	default:
 		return nil, fmt.Errorf("unexpected pgoutput message type %q (streaming of in-progress transactions is not requested)", msg[0])
@@ -506,8 +542,8 @@ func (d *Decoder) truncate(msg []byte) error {
 	return nil
 }
 
-// skip reads a type, origin or logical decoding message only to reject a
-// truncated one: they carry no outbox rows.
+// skip reads a type or origin message only to reject a truncated one:
+// they carry no outbox rows.
 func skip(msg []byte) error {
 	var err error
 	switch msg[0] {
@@ -515,8 +551,6 @@ func skip(msg []byte) error {
 		_, err = pgoutput.ParseType(msg)
 	case pgoutput.KindOrigin:
 		_, err = pgoutput.ParseOrigin(msg)
-	case pgoutput.KindLogicalMessage:
-		_, err = pgoutput.ParseLogicalMessage(msg)
 	}
 	return err
 }
@@ -580,17 +614,21 @@ func (d *Decoder) insert(msg []byte) (*Tx, error) {
 		d.warnPartition(rel)
 	}
 	d.Stats.Inserts++
-	d.cur.Events = append(d.cur.Events, d.event(rel, d.cols))
-	ev := &d.cur.Events[len(d.cur.Events)-1]
+	return d.add(d.event(rel, d.cols)), nil
+}
+
+// add appends ev to the current part and returns the part when it is full.
+func (d *Decoder) add(ev Event) *Tx {
+	d.cur.Events = append(d.cur.Events, ev)
 	// N.B. what the event holds, poison events included: a part is a
 	// bound on memory, not only on record bytes.
-	d.bytes += ev.Held()
+	d.bytes += d.cur.Events[len(d.cur.Events)-1].Held()
 	if d.bytes < d.cfg.MaxPartBytes {
-		return nil, nil
+		return nil
 	}
 	tx := d.cur
 	d.newPart(false)
-	return tx, nil
+	return tx
 }
 
 // mapRelation resolves the configured column mapping against a relation.
@@ -610,6 +648,11 @@ func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation
 	if !rel.outbox {
 		return rel
 	}
+	return d.mapOutbox(rel, m)
+}
+
+// mapOutbox maps the columns of outbox rel, described by m.
+func (d *Decoder) mapOutbox(rel *relation, m pgoutput.Relation) *relation {
 	index := func(name string) int {
 		for i, c := range m.Columns {
 			if c.Name == name {

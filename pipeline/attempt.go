@@ -111,7 +111,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 // fails.
 func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message, drained chan<- struct{},
 	dec *decode.Decoder, roots *replication.Roots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
-	var ignored, other uint64
+	var ignored, other, nonTx uint64
 	for {
 		select {
 		case m, ok := <-msgs:
@@ -136,6 +136,12 @@ func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message,
 				if err := dec.Resolve(oid, root, exists); err != nil {
 					return err
 				}
+			}
+			// N.B. a non-transactional message comes outside any
+			// transaction: counted as it is decoded.
+			if n := dec.Stats.NonTransactional; n != nonTx {
+				r.metrics.MessagesNonTx.Add(float64(n - nonTx))
+				nonTx = n
 			}
 			if tx == nil {
 				continue

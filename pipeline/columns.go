@@ -29,6 +29,9 @@ func MappedColumns(dc decode.Config) (map[string]string, error) {
 // and that pgoutput sends it (a generated column it does not send). The
 // publication may not exist yet (walrelay creates it after this check).
 func CheckColumns(ctx context.Context, connString, publication string, dc decode.Config) error {
+	if dc.NoTables {
+		return nil // the message source alone: no table to map
+	}
 	conn, err := pgx.Connect(ctx, connString)
 	if err != nil {
 		return fmt.Errorf("connect to postgresql: %w", err)

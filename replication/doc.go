@@ -1,7 +1,8 @@
 // Package replication owns the one replication connection to PostgreSQL.
 //
-// Input: a pgoutput slot and publication (checked, or created, by Prepare)
-// and the position the checkpoint may confirm. Output: the WAL data of every
+// Input: a pgoutput slot and publication (checked, or created, by Prepare;
+// with the message source alone an empty publication, pgoutput's messages
+// option requested) and the position the checkpoint may confirm. Output: the WAL data of every
 // XLogData message, in stream order, on a bounded channel.
 // Invariant: the flush position sent to PostgreSQL never decreases and is
 // only ever the checkpoint watermark, or the keepalive WAL end while nothing

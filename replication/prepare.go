@@ -72,6 +72,14 @@ type Config struct {
 	// it such a host is warned about. Default false: the zero Config of
 	// the tests; walrelay's --pg-require-verified-tls is on by default.
 	RequireVerifiedTLS bool
+	// Messages requests the logical decoding messages (pgoutput's
+	// messages option, PostgreSQL 14+): the message source. Default false.
+	Messages bool
+	// NoTables: the message source alone. No outbox table need exist or
+	// be published; the publication must exist all the same (pgoutput
+	// requires one), and is created empty. Tables is ignored. Default
+	// false.
+	NoTables bool
 }
 
 // DefaultMaxMessageBytes is MaxMessageBytes' default, 64 MiB: 64 times the
@@ -337,6 +345,9 @@ func (p *prep) steps() []step {
 const (
 	minServerVersionNum    = 140000
 	beyondTestedVersionNum = 190000
+	// N.B. pgoutput's messages option is PostgreSQL 14's: the message
+	// source is refused before it, whatever the oldest version supported.
+	minMessagesVersionNum = 140000
 )
 
 func (p *prep) serverVersion(ctx context.Context) (string, error) {
@@ -347,6 +358,9 @@ func (p *prep) serverVersion(ctx context.Context) (string, error) {
 	}
 	p.st.ServerVersion = num
 	note, untested, err := checkServerVersion(num, version)
+	if err == nil && p.cfg.Messages {
+		err = checkMessagesVersion(num, version)
+	}
 	if untested {
 		p.log.Warn("PostgreSQL is newer than the versions walrelay was tested on (14 to 18)", zap.String("server_version", version))
 	}
@@ -368,6 +382,15 @@ func checkServerVersion(num int, version string) (note string, untested bool, er
 		return fmt.Sprintf("PostgreSQL %s: newer than the versions walrelay was tested on (14 to 18)", version), true, nil
 	}
 	return "PostgreSQL " + version, false, nil
+}
+
+// checkMessagesVersion refuses the message source before PostgreSQL 14,
+// whose pgoutput has no messages option.
+func checkMessagesVersion(num int, version string) error {
+	if num < minMessagesVersionNum {
+		return setupErrorf("PostgreSQL %s cannot stream logical decoding messages: --source messages needs pgoutput's messages option, PostgreSQL 14 or later: upgrade the server, or use --source tables with an outbox table", version)
+	}
+	return nil
 }
 
 func (p *prep) walLevel(ctx context.Context) (string, error) {
@@ -405,6 +428,9 @@ func (p *prep) senderTimeout(ctx context.Context) (string, error) {
 }
 
 func (p *prep) tables(ctx context.Context) (string, error) {
+	if p.cfg.NoTables {
+		return "none: --source messages reads no outbox table", nil
+	}
 	var missing []string
 	var errs []error
 	for _, t := range p.cfg.Tables {
@@ -490,7 +516,7 @@ func (p *prep) mayCreatePublication(ctx context.Context) error {
 			has_database_privilege(current_database(), 'CREATE'),
 			ARRAY(SELECT c.oid::regclass::text FROM unnest($2::text[]) t JOIN pg_class c ON c.oid = to_regclass(t)
 				WHERE NOT pg_has_role(c.relowner, 'USAGE') ORDER BY 1)`,
-		p.cfg.Publication, quoteTables(p.cfg.Tables)).Scan(&exists, &mayCreate, &notOwned)
+		p.cfg.Publication, quoteTables(p.cfg.pubTables())).Scan(&exists, &mayCreate, &notOwned)
 	if err != nil {
 		return fmt.Errorf("read the role's privileges: %w", err)
 	}
@@ -505,7 +531,16 @@ func (p *prep) mayCreatePublication(ctx context.Context) error {
 		lacks = append(lacks, "ownership of "+strings.Join(notOwned, ", "))
 	}
 	return setupErrorf("role %q may not create publication %q (--create): it lacks %s: have the table owner or a superuser run %s; (`walrelay setup --print` shows every statement), then start with --create=false",
-		p.user, p.cfg.Publication, strings.Join(lacks, " and "), CreatePublicationSQL(p.cfg.Publication, p.cfg.Tables))
+		p.user, p.cfg.Publication, strings.Join(lacks, " and "), CreatePublicationSQL(p.cfg.Publication, p.cfg.pubTables()))
+}
+
+// pubTables are the tables the publication must list: none for the
+// message source alone.
+func (c Config) pubTables() []string {
+	if c.NoTables {
+		return nil
+	}
+	return c.Tables
 }
 
 // publicationWarnings are what an existing publication does that walrelay
@@ -529,6 +564,17 @@ func publicationWarnings(ctx context.Context, conn *pgx.Conn, cfg Config) ([]str
 	}
 	pub := pgx.Identifier{cfg.Publication}.Sanitize()
 	var out []string
+	if cfg.NoTables {
+		var tables int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication).Scan(&tables); err != nil {
+			return nil, fmt.Errorf("look up publication tables: %w", err)
+		}
+		if allTables || tables > 0 {
+			out = append(out, fmt.Sprintf("publication %q publishes %d tables, and --source messages relays none of them: PostgreSQL decodes and sends their changes, which walrelay drops (walrelay_changes_other_tables_total counts them): give walrelay a publication of no table: BEGIN; DROP PUBLICATION %s; %s; COMMIT;",
+				cfg.Publication, tables, pub, CreatePublicationSQL(cfg.Publication, nil)))
+		}
+		return out, nil
+	}
 	if allTables {
 		out = append(out, fmt.Sprintf("publication %q is FOR ALL TABLES: PostgreSQL decodes and sends every table's changes, which walrelay drops (walrelay_changes_other_tables_total counts them), and UPDATE or DELETE on any table without a replica identity fails while it publishes them: replace it with a publication of the outbox alone, in one transaction: BEGIN; DROP PUBLICATION %s; %s; COMMIT;",
 			cfg.Publication, pub, CreatePublicationSQL(cfg.Publication, cfg.Tables)))
@@ -581,7 +627,15 @@ func (p *prep) slot(ctx context.Context) (string, error) {
 // the partition's name unless it is set, and the decoder would take them
 // for another table's. It changes nothing for a table that is not
 // partitioned (PostgreSQL 13 and later).
+//
+// With no tables it creates an empty publication: the message source
+// alone needs one to name (pgoutput refuses a stream without
+// publication_names), and a publication of no table has pgoutput send no
+// row at all.
 func CreatePublicationSQL(publication string, tables []string) string {
+	if len(tables) == 0 {
+		return "CREATE PUBLICATION " + pgx.Identifier{publication}.Sanitize()
+	}
 	quoted := make([]string, len(tables))
 	for i, t := range tables {
 		quoted[i] = quoteTable(t)
@@ -596,7 +650,7 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 	err := conn.QueryRow(ctx, `SELECT oid, pubinsert, pubviaroot, puballtables FROM pg_publication WHERE pubname = $1`,
 		cfg.Publication).Scan(&pubOID, &pubInsert, &pubViaRoot, &allTables)
 	if errors.Is(err, pgx.ErrNoRows) {
-		sql := CreatePublicationSQL(cfg.Publication, cfg.Tables)
+		sql := CreatePublicationSQL(cfg.Publication, cfg.pubTables())
 		if !cfg.Create {
 			return "", setupErrorf("publication %q does not exist: run %s; or start with --create", cfg.Publication, sql)
 		}
@@ -613,11 +667,20 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *za
 			}
 			return "", fmt.Errorf("create publication: %w", err)
 		}
-		log.Info("created publication", zap.String("publication", cfg.Publication), zap.Strings("tables", cfg.Tables))
+		log.Info("created publication", zap.String("publication", cfg.Publication), zap.Strings("tables", cfg.pubTables()))
 		return "created", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("look up publication: %w", err)
+	}
+	if cfg.NoTables {
+		// N.B. pgoutput sends the messages whatever the publication
+		// lists, but it looks the publication up at the first row change
+		// of any table of the database: a missing one stops the stream
+		// there before PostgreSQL 18 ("publication ... does not exist"),
+		// and 18 warns and skips it. With no outbox table it only has to
+		// exist, empty.
+		return "exists; --source messages needs no table in it (pgoutput requires a publication to name)", nil
 	}
 	pub := pgx.Identifier{cfg.Publication}.Sanitize()
 	if !pubInsert {

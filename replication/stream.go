@@ -136,11 +136,14 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 		}
 	}
 
-	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
-		// N.B. protocol 1: whole transactions after their commit, never
-		// in-progress ones.
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.cfg.Publication + "'"},
-	})
+	// N.B. protocol 1: whole transactions after their commit, never
+	// in-progress ones; a transactional message comes inside its
+	// transaction, in WAL order with its rows, at the commit.
+	args := []string{"proto_version '1'", "publication_names '" + s.cfg.Publication + "'"}
+	if s.cfg.Messages {
+		args = append(args, "messages 'true'")
+	}
+	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use

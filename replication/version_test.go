@@ -46,3 +46,19 @@ func TestCheckServerVersion(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckMessagesVersion(t *testing.T) {
+	for _, c := range []struct {
+		num     int
+		version string
+		refused bool
+	}{{130023, "13.23", true}, {139999, "13.99", true}, {140000, "14.0", false}, {180004, "18.4", false}} {
+		err := checkMessagesVersion(c.num, c.version)
+		if (err != nil) != c.refused {
+			t.Errorf("%s: refused = %v (%v), want %v", c.version, err != nil, err, c.refused)
+		}
+		if err != nil && (!errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "--source messages needs pgoutput's messages option, PostgreSQL 14 or later")) {
+			t.Errorf("%s: error %q does not wrap ErrSetup or name the fix", c.version, err)
+		}
+	}
+}

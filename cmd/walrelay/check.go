@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
@@ -93,8 +94,14 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	if columns.skipped == "" {
 		columns.Err = pipeline.CheckColumns(ctx, rc.ConnString, rc.Publication, dc)
 		columns.Note = "every mapped and template column exists, has a type its flag takes and is sent by pgoutput"
+		if dc.NoTables {
+			columns.Note = "none: --source messages reads each event's fields from its message's JSON content"
+		}
 	}
 	results = append(results, columns)
+	if rc.Messages && !failed["connect to PostgreSQL"] {
+		results = append(results, checkResult{Check: checkMessages(ctx, rc, dc)})
+	}
 	if standbyURL != "" {
 		ch := checkStandby(ctx, rc, standbyURL)
 		ch.Warnings = append(ch.Warnings, standbyWarnings...)
@@ -250,4 +257,32 @@ func pgTLSWarnings(c *command, standbyURL string, stderr io.Writer) bool {
 		return false
 	}
 	return standbyURL == "" || check("--pg-standby-url", standbyURL)
+}
+
+// checkMessages is the "message source" check: what the message source
+// relays, and whether walrelay.emit (walrelay setup) exists.
+func checkMessages(ctx context.Context, rc replication.Config, dc decode.Config) replication.Check {
+	ch := replication.Check{Name: "message source"}
+	conn, err := pgx.Connect(ctx, rc.ConnString)
+	if err != nil {
+		ch.Err = fmt.Errorf("connect to postgresql: %w", err)
+		return ch
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var emit bool
+	if err := conn.QueryRow(ctx, `SELECT to_regprocedure('walrelay.emit(text,text,text,jsonb)') IS NOT NULL`).Scan(&emit); err != nil {
+		ch.Err = fmt.Errorf("look up walrelay.emit: %w", err)
+		return ch
+	}
+	prefix := dc.MessagePrefix
+	if prefix == "" {
+		prefix = "outbox"
+	}
+	ch.Note = fmt.Sprintf("pgoutput messages on: each pg_logical_emit_message(true, '%s', json) is an event; non-transactional ones are counted and never published", prefix)
+	if emit {
+		ch.Note += "; walrelay.emit exists"
+	} else {
+		ch.Warnings = append(ch.Warnings, "function walrelay.emit(aggregatetype, aggregateid, type, payload jsonb) does not exist: applications must write the JSON content themselves; `walrelay setup --source messages` creates it (--print shows its SQL)")
+	}
+	return ch
 }

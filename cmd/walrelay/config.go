@@ -29,6 +29,8 @@ type config struct {
 	publication     string
 	slot            string
 	tables          string
+	source          string
+	messagePrefix   string
 	create          bool
 	brokers         string
 	topic           string
@@ -130,6 +132,8 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.publication, "publication", "walrelay", "publication to stream")
 	fs.StringVar(&cfg.slot, "slot", "walrelay", "logical replication slot (pgoutput)")
 	fs.StringVar(&cfg.tables, "table", "public.outbox", "outbox table, schema-qualified; a comma list makes every listed table an outbox")
+	fs.StringVar(&cfg.source, "source", "tables", "where events come from: tables (inserts into --table), messages (pg_logical_emit_message(true, --message-prefix, json) in the WAL alone; PostgreSQL 14+) or tables,messages")
+	fs.StringVar(&cfg.messagePrefix, "message-prefix", "outbox", "prefix of the logical decoding messages that are events, with --source messages")
 	boolVar(fs, &cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true)) and the slot when missing")
 	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
@@ -196,9 +200,10 @@ var listedFlags = map[string][]string{
 	"check": {"pg-url", "pg-url-file", "publication", "slot", "table", "create", "status-interval",
 		"id-column", "key-column", "payload-column", "header-columns", "topic", "brokers", "create-topics", "on-poison", "dlq-topic",
 		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-tls-server-name",
-		"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file", "kafka-allow-sasl-plain-without-tls", "pg-require-verified-tls"},
+		"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file", "kafka-allow-sasl-plain-without-tls", "pg-require-verified-tls",
+		"source", "message-prefix"},
 	"status": {"pg-url", "pg-url-file", "slot", "publication", "pg-require-verified-tls"},
-	"setup":  {"pg-url", "pg-url-file", "publication", "slot", "table", "pg-require-verified-tls"},
+	"setup":  {"pg-url", "pg-url-file", "publication", "slot", "table", "pg-require-verified-tls", "source", "message-prefix"},
 }
 
 // runFlagNames are the names of run's flags.
@@ -367,8 +372,15 @@ func splitList(s string) []string {
 func (c *config) stages() (replication.Config, decode.Config, sink.Config, error) {
 	var errs []error
 	tables := splitList(c.tables)
-	if len(tables) == 0 {
+	fromTables, fromMessages, err := parseSource(c.source)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(tables) == 0 && fromTables {
 		errs = append(errs, errors.New("--table is empty: name at least one outbox table"))
+	}
+	if c.messagePrefix == "" {
+		errs = append(errs, errors.New("--message-prefix is empty: name the prefix the application's messages carry (default outbox)"))
 	}
 	var headers []decode.HeaderColumn
 	for _, p := range splitList(c.headerColumns) {
@@ -439,6 +451,8 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		SlotFailover:        c.slotFailover.mode,
 		RecreateMissingSlot: c.recreateMissing,
 		RequireVerifiedTLS:  c.pgVerifiedTLS,
+		Messages:            fromMessages,
+		NoTables:            !fromTables,
 	}.WithDefaults()
 	dc := decode.Config{
 		Tables:         tables,
@@ -455,6 +469,10 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		TopicRegex:              c.topicRegex,
 		RouteColumn:             c.routeColumn,
 		TombstoneOnEmptyPayload: c.tombstoneOnEmpty,
+
+		Messages:      fromMessages,
+		MessagePrefix: c.messagePrefix,
+		NoTables:      !fromTables,
 	}
 	for _, p := range splitList(c.envelopeColumns) {
 		col, alias, ok := strings.Cut(p, ":")
@@ -512,6 +530,24 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", c.logFormat))
 	}
 	return rc, dc, sc, errors.Join(errs...)
+}
+
+// parseSource reads --source: tables, messages, or both comma-separated.
+func parseSource(s string) (tables, messages bool, err error) {
+	for _, p := range splitList(s) {
+		switch p {
+		case "tables":
+			tables = true
+		case "messages":
+			messages = true
+		default:
+			return false, false, fmt.Errorf("--source %q: want tables, messages or tables,messages", s)
+		}
+	}
+	if !tables && !messages {
+		return false, false, fmt.Errorf("--source %q: want tables, messages or tables,messages", s)
+	}
+	return tables, messages, nil
 }
 
 // command is a parsed sub-command: its flags and the stages' configuration.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -42,6 +43,9 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if err := setupNames(cfg.slot, cfg.publication, *role, tables); err != nil {
 		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
 		return exitConfig
+	}
+	if rc.NoTables {
+		tables = nil // the message source alone: an empty publication
 	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
 	type stmt struct {
@@ -96,6 +100,16 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 			exists: `SELECT 1 FROM pg_replication_slots WHERE slot_name = $1`, existsArg: cfg.slot},
 	)
 	slotStmt := len(stmts) - 1
+	if rc.Messages {
+		emit, err := emitSQL(c.dc)
+		if err != nil {
+			fmt.Fprintf(stderr, "walrelay: %v\n", err)
+			return exitConfig
+		}
+		for _, e := range emit {
+			stmts = append(stmts, stmt{sql: e})
+		}
+	}
 	hba := func(db string) string {
 		user := hbaQuote(*role)
 		if *role == "" {
@@ -178,6 +192,68 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "\n"+hba(hbaDatabase(db)))
 	return exitOK
+}
+
+// emitSQL is the SQL that creates walrelay.emit(aggregatetype, aggregateid,
+// type, payload jsonb), which emits one event of the message source in the
+// caller's transaction and returns its id. The content's keys are the
+// column names the flags configure; it is written with jsonb's text
+// output, so its payload reaches Kafka as a jsonb payload column renders.
+func emitSQL(dc decode.Config) ([]string, error) {
+	mapped, err := decode.MappedColumns(dc)
+	if err != nil {
+		return nil, err
+	}
+	prefix := dc.MessagePrefix
+	if prefix == "" {
+		prefix = "outbox"
+	}
+	keys := []struct{ name, value string }{
+		{dc.IDColumn, "id"}, {"aggregatetype", "aggregatetype"}, {dc.KeyColumn, "aggregateid"}, {"type", "type"}, {dc.PayloadColumn, "payload"},
+	}
+	written := map[string]bool{}
+	for _, k := range keys {
+		written[k.name] = true
+	}
+	var unwritten []string
+	for _, col := range sortedNames(mapped) {
+		if !written[col] {
+			unwritten = append(unwritten, fmt.Sprintf("%q (%s)", col, mapped[col]))
+		}
+	}
+	if len(unwritten) > 0 {
+		return nil, fmt.Errorf("walrelay.emit writes the fields %s, %s, %s, aggregatetype and type, and the mapping also names %s: every event it emitted would be poison; map only those fields, or emit the JSON content with pg_logical_emit_message(true, '%s', ...) yourself and run setup with --source tables",
+			dc.IDColumn, dc.KeyColumn, dc.PayloadColumn, strings.Join(unwritten, ", "), prefix)
+	}
+	lit := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	args := make([]string, len(keys))
+	for i, k := range keys {
+		args[i] = lit(k.name) + ", " + k.value
+	}
+	// N.B. transactional (true): the message is decoded at its
+	// transaction's commit, in WAL order with its rows, and dropped on
+	// rollback. gen_random_uuid is core since PostgreSQL 13.
+	return []string{
+		"CREATE SCHEMA IF NOT EXISTS walrelay",
+		"CREATE OR REPLACE FUNCTION walrelay.emit(aggregatetype text, aggregateid text, type text, payload jsonb) RETURNS uuid\n" +
+			"LANGUAGE plpgsql VOLATILE AS $emit$\n" +
+			"DECLARE id uuid := gen_random_uuid();\n" +
+			"BEGIN\n" +
+			"  PERFORM pg_logical_emit_message(true, " + lit(prefix) + ", jsonb_build_object(" + strings.Join(args, ", ") + ")::text);\n" +
+			"  RETURN id;\n" +
+			"END\n" +
+			"$emit$",
+		"GRANT USAGE ON SCHEMA walrelay TO PUBLIC",
+	}, nil
+}
+
+func sortedNames(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // redactPassword hides the role's password verifier in the statements

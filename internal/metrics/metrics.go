@@ -31,6 +31,7 @@ type Metrics struct {
 	DeadLettered     *prometheus.CounterVec
 	Ignored          prometheus.Counter
 	OtherTables      prometheus.Counter
+	MessagesNonTx    prometheus.Counter
 	Transactions     prometheus.Counter
 	ProduceFailures  prometheus.Counter
 	KafkaErrors      prometheus.Counter
@@ -67,6 +68,9 @@ func New() *Metrics {
 		}),
 		OtherTables: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_changes_other_tables_total", Help: "Changes of tables that are not outboxes, decoded and dropped: above 0, the publication sends more than the outbox (FOR ALL TABLES, or other tables listed).",
+		}),
+		MessagesNonTx: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_messages_nontransactional_total", Help: "Non-transactional logical decoding messages with the outbox prefix (--source messages): never published, since they survive a rollback; above 0, an application emits events with pg_logical_emit_message(false, ...).",
 		}),
 		Transactions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_transactions_total", Help: "Committed transactions decoded.",
@@ -113,7 +117,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.kafkaTxns, m.SkippedTxns, m.CheckpointLSN, m.CheckpointLagBytes)
 	m.kafkaTxns.WithLabelValues("committed")
 	m.kafkaTxns.WithLabelValues("aborted")
-	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.Transactions, m.ProduceFailures,
+	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.MessagesNonTx, m.Transactions, m.ProduceFailures,
 		m.KafkaErrors, m.CommitToAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []string{"postgres", "kafka", "other"} {

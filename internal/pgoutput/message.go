@@ -280,14 +280,14 @@ func ParseOrigin(b []byte) (Origin, error) {
 type LogicalMessage struct {
 	Flags   byte // 1: transactional
 	LSN     pglogrepl.LSN
-	Prefix  string
+	Prefix  []byte // aliases the message: no copy per message
 	Content []byte // aliases the message
 }
 
 // ParseLogicalMessage reads a logical decoding message.
 func ParseLogicalMessage(b []byte) (LogicalMessage, error) {
 	r := reader{b: b, off: 1}
-	m := LogicalMessage{Flags: r.u8("message flags"), LSN: pglogrepl.LSN(r.u64("message lsn")), Prefix: r.str("message prefix")}
+	m := LogicalMessage{Flags: r.u8("message flags"), LSN: pglogrepl.LSN(r.u64("message lsn")), Prefix: r.strBytes("message prefix")}
 	m.Content = r.bytes(int(r.u32("message length")), "message content")
 	return m, r.err
 }

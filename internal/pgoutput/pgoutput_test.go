@@ -290,3 +290,22 @@ func TestSplitTable(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLogicalMessageMatchesPglogrepl(t *testing.T) {
+	for _, flags := range []byte{0, 1} {
+		b := newFrame('M').u8(flags).u64(0x16B374D848).str("outbox").u32(7)
+		b.b = append(b.b, `{"a":1}`...)
+		p, err := pglogrepl.Parse(b.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := p.(*pglogrepl.LogicalDecodingMessage)
+		got, err := ParseLogicalMessage(b.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LSN != want.LSN || (got.Flags&1 == 1) != want.Transactional || string(got.Prefix) != want.Prefix || !bytes.Equal(got.Content, want.Content) {
+			t.Errorf("ParseLogicalMessage = %+v, pglogrepl %+v", got, want)
+		}
+	}
+}

@@ -70,18 +70,23 @@ func (r *reader) u64(field string) uint64 {
 
 // str reads a NUL-terminated string.
 func (r *reader) str(field string) string {
+	return string(r.strBytes(field))
+}
+
+// strBytes is str without the copy: it aliases the message.
+func (r *reader) strBytes(field string) []byte {
 	if r.err != nil {
-		return ""
+		return nil
 	}
 	for i := r.off; i < len(r.b); i++ {
 		if r.b[i] == 0 {
-			s := string(r.b[r.off:i])
+			s := r.b[r.off:i:i]
 			r.off = i + 1
 			return s
 		}
 	}
 	r.fail(field)
-	return ""
+	return nil
 }
 
 // bytes returns the next n bytes without copying.

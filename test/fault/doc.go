@@ -11,8 +11,13 @@
 // order violations = 0, and duplicates only of events a fault struck before
 // they were confirmed.
 //
+// The *Messages variants run a scenario against the message source
+// (--source messages, or tables and messages mixed in one transaction): the
+// workload emits its events as logical decoding messages, each recorded in a
+// ledger table that walrelay never reads, the truth the checker reads.
+//
 // `make test` runs the short version of each scenario but the TestCluster
 // ones, which run on a three-broker Kafka cluster (testbed.GetCluster) under
-// `make cluster`; WALRELAY_CHAOS=1 (`make chaos`) runs the long version of
-// all.
+// `make cluster`, and TestKafkaDownMessages; WALRELAY_CHAOS=1 (`make chaos`)
+// runs the long version of all.
 package fault

@@ -14,7 +14,12 @@ func TestKill9(t *testing.T) { kill9(t, atLeastOnce) }
 // TestKill9ExactlyOnce is TestKill9 with --exactly-once: no duplicates either.
 func TestKill9ExactlyOnce(t *testing.T) { kill9(t, exactlyOnce) }
 
-func kill9(t *testing.T, m mode) {
+// TestKill9Messages is TestKill9 with half the events emitted as logical
+// decoding messages, mixed with outbox rows in the same transactions
+// (--source tables,messages): commit order holds across both.
+func TestKill9Messages(t *testing.T) { kill9(t, mixed) }
+
+func kill9(t *testing.T, m variant) {
 	kills := scale(10, 120)
 	s := m.in(newScenario(t, defaultWorkload(scale(15000, 500000))))
 	relay := s.e.StartRelay(t)

@@ -58,6 +58,40 @@ func (m mode) in(s *scenario) *scenario {
 	return s
 }
 
+// variant is how a scenario runs: its delivery mode (mode) or its event
+// source (source).
+type variant interface{ in(s *scenario) *scenario }
+
+// source is the share of a scenario's events emitted as logical decoding
+// messages rather than written as outbox rows.
+type source float64
+
+const (
+	// messages: every event is a message, walrelay runs --source messages
+	// (its publication lists no table).
+	messages source = 1
+	// mixed: half the events are messages, mixed with outbox rows in the
+	// same transactions; walrelay runs --source tables,messages.
+	mixed source = 0.5
+)
+
+// in makes s's workload emit messages and walrelay relay them; call it
+// before the first StartRelay. N.B. a quarter of the events outside
+// WALRELAY_CHAOS: make test runs the table source's scenarios in full.
+func (src source) in(s *scenario) *scenario {
+	s.w.Messages = float64(src)
+	s.w.PrepareMessages(s.t, s.e)
+	from := "tables,messages"
+	if src == messages {
+		from = "messages"
+	}
+	s.e.RelayArgs = append(s.e.RelayArgs, "--source", from)
+	if !chaos {
+		s.events /= 4
+	}
+	return s
+}
+
 // newScenario prepares w's database. The writers run until finish, and
 // commit at least w.Events: a fault injected near the end still finds them
 // writing.

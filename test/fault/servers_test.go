@@ -22,7 +22,11 @@ func TestKafkaDown(t *testing.T) { kafkaDown(t, atLeastOnce) }
 // TestKafkaDownExactlyOnce is TestKafkaDown with --exactly-once: no duplicates either.
 func TestKafkaDownExactlyOnce(t *testing.T) { kafkaDown(t, exactlyOnce) }
 
-func kafkaDown(t *testing.T, m mode) {
+// TestKafkaDownMessages is TestKafkaDown with every event a logical
+// decoding message (--source messages).
+func TestKafkaDownMessages(t *testing.T) { kafkaDown(t, messages) }
+
+func kafkaDown(t *testing.T, m variant) {
 	testbed.Disrupt(t)
 	outages := scale(1, 3)
 	down := scale(10*time.Second, 30*time.Second)
@@ -90,7 +94,11 @@ func TestPostgresRestart(t *testing.T) { postgresRestart(t, atLeastOnce) }
 // TestPostgresRestartExactlyOnce is TestPostgresRestart with --exactly-once: no duplicates either.
 func TestPostgresRestartExactlyOnce(t *testing.T) { postgresRestart(t, exactlyOnce) }
 
-func postgresRestart(t *testing.T, m mode) {
+// TestPostgresRestartMessages is TestPostgresRestart with every event a
+// logical decoding message (--source messages).
+func TestPostgresRestartMessages(t *testing.T) { postgresRestart(t, messages) }
+
+func postgresRestart(t *testing.T, m variant) {
 	testbed.Disrupt(t)
 	restarts := scale(2, 10)
 	s := m.in(newScenario(t, defaultWorkload(scale(12000, 150000))))

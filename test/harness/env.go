@@ -108,7 +108,8 @@ type OutboxRow struct {
 	Xid                      uint32 // the inserting transaction (xmin)
 }
 
-// CommittedRows reads every row of the outbox table.
+// CommittedRows reads every row of the outbox table, and of MessageLedger
+// when a Workload emitted messages.
 func (e *Env) CommittedRows(t testing.TB) map[string]OutboxRow {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -118,8 +119,18 @@ func (e *Env) CommittedRows(t testing.TB) map[string]OutboxRow {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text,
-		coalesce((payload->>'seq')::bigint, 0), xmin::text FROM outbox`)
+	// N.B. the events a Workload emitted as messages are in its ledger.
+	var ledger bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, MessageLedger).Scan(&ledger); err != nil {
+		t.Fatal(err)
+	}
+	query := `SELECT id::text, aggregatetype, aggregateid, type, payload::text,
+		coalesce((payload->>'seq')::bigint, 0), xmin::text FROM outbox`
+	if ledger {
+		query += ` UNION ALL SELECT id::text, aggregatetype, aggregateid, type, payload::text,
+		coalesce((payload->>'seq')::bigint, 0), xmin::text FROM ` + MessageLedger
+	}
+	rows, err := conn.Query(ctx, query)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,13 @@ type Workload struct {
 	Business   float64 // share of transactions that also write the orders table
 	Pause      time.Duration
 	Pad        int // hex digits of random padding in each payload
+	// Messages is the share of events emitted as logical decoding
+	// messages (pg_logical_emit_message(true, 'outbox', ...) with
+	// walrelay.emit's content) instead of outbox rows, mixed with them in
+	// the same transactions. Each message's event is also written to
+	// MessageLedger in its transaction: the committed truth, which
+	// CommittedRows reads with the outbox. Call PrepareMessages first.
+	Messages float64
 
 	committed  atomic.Int64
 	mu         sync.Mutex
@@ -40,6 +47,17 @@ type Workload struct {
 func (w *Workload) Prepare(t testing.TB, e *Env) {
 	t.Helper()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO agg_seq (id) SELECT 'agg-' || i FROM generate_series(0, $1 - 1) i ON CONFLICT DO NOTHING`, w.Aggregates)
+}
+
+// MessageLedger is the table that records each event the workload emits as
+// a message, in the message's transaction: walrelay never reads it (it is
+// in no publication of walrelay's), the witness sees its commits.
+const MessageLedger = "outbox_ledger"
+
+// PrepareMessages creates MessageLedger, for a workload with Messages.
+func (w *Workload) PrepareMessages(t testing.TB, e *Env) {
+	t.Helper()
+	e.Bed.Exec(t, e.DSN, `CREATE TABLE IF NOT EXISTS `+MessageLedger+` (LIKE outbox INCLUDING ALL)`)
 }
 
 // Committed is the number of outbox rows whose commit succeeded.
@@ -277,14 +295,11 @@ func (w *Workload) tx(ctx context.Context, e *Env, conn *pgx.Conn, rng *mrand.Ra
 		k := ks[i]
 		agg := fmt.Sprintf("agg-%d", k)
 		ids[i] = NewUUID()
-		// N.B. the row lock on agg_seq orders an aggregate's events by commit:
-		// a later transaction waits for it, and a rollback gives its numbers back.
-		_, err := tx.Exec(ctx, `WITH s AS (UPDATE agg_seq SET seq = seq + 1 WHERE id = $3 RETURNING seq)
-			INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
-			SELECT $1, $2, $3, $4, jsonb_build_object('seq', s.seq, 'agg', $3::text, 'xid', txid_current(),
-				'note', 'ünïcødé ✓ "quoted"', 'nested', jsonb_build_object('n', $5::int, 'list', jsonb_build_array(1, 2.5, null, true)),
-				'pad', $6::text)
-			FROM s`, ids[i], e.AggType(k), agg, "OrderCreated", i, pad(w.Pad))
+		sql := insertEvent
+		if w.Messages > 0 && rng.Float64() < w.Messages {
+			sql = emitEvent
+		}
+		_, err := tx.Exec(ctx, sql, ids[i], e.AggType(k), agg, "OrderCreated", i, pad(w.Pad))
 		if err != nil {
 			return ids, err
 		}
@@ -294,6 +309,27 @@ func (w *Workload) tx(ctx context.Context, e *Env, conn *pgx.Conn, rng *mrand.Ra
 	}
 	return ids, tx.Commit(ctx)
 }
+
+// insertEvent writes one event as an outbox row.
+//
+// N.B. the row lock on agg_seq orders an aggregate's events by commit: a
+// later transaction waits for it, and a rollback gives its numbers back.
+const insertEvent = `WITH s AS (UPDATE agg_seq SET seq = seq + 1 WHERE id = $3 RETURNING seq)
+	INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+	SELECT $1, $2, $3, $4, ` + eventPayload + ` FROM s`
+
+// emitEvent emits one event as a transactional message whose content is
+// walrelay.emit's (the outbox columns as jsonb), recording it in
+// MessageLedger, under the same agg_seq lock.
+const emitEvent = `WITH s AS (UPDATE agg_seq SET seq = seq + 1 WHERE id = $3 RETURNING seq),
+	l AS (INSERT INTO ` + MessageLedger + ` (id, aggregatetype, aggregateid, type, payload)
+		SELECT $1, $2, $3, $4, ` + eventPayload + ` FROM s RETURNING *)
+	SELECT pg_logical_emit_message(true, 'outbox', jsonb_build_object('id', l.id, 'aggregatetype', l.aggregatetype,
+		'aggregateid', l.aggregateid, 'type', l.type, 'payload', l.payload)::text) FROM l`
+
+const eventPayload = `jsonb_build_object('seq', s.seq, 'agg', $3::text, 'xid', txid_current(),
+		'note', 'ünïcødé ✓ "quoted"', 'nested', jsonb_build_object('n', $5::int, 'list', jsonb_build_array(1, 2.5, null, true)),
+		'pad', $6::text)`
 
 func pad(n int) string {
 	b := make([]byte, (n+1)/2)

@@ -127,6 +127,11 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() == nil && b.cfg.runs("wmsg") {
+		if err := b.runWMsg(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ctx.Err() == nil && b.cfg.runs("w2") {
 		if err := b.runW2(ctx); err != nil {
 			errs = append(errs, err)

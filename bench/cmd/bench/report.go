@@ -102,6 +102,7 @@ func markdown(res *Results) string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %s |\n", n.Relay, kind, n.Topic, n.Seconds, n.Load)
 		}
 	}
+	b.WriteString(walMessagesTable(res))
 	b.WriteString(targets(res))
 	if len(res.Errors) > 0 {
 		b.WriteString("\n### Errors\n\n")

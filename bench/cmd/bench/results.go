@@ -13,7 +13,9 @@ type Results struct {
 	Latency  []Latency `json:"w2_latency"`
 	// NewTopics: the newtopic workload.
 	NewTopics []NewTopic `json:"newtopic,omitempty"`
-	Errors    []string   `json:"errors,omitempty"`
+	// WALMessages is the wmsg workload (wmsg.go).
+	WALMessages []WALCompare `json:"wmsg,omitempty"`
+	Errors      []string     `json:"errors,omitempty"`
 }
 
 // Machine says where the figures come from.
