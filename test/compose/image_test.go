@@ -5,8 +5,13 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
@@ -16,6 +21,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -352,6 +361,45 @@ func TestUnpackAppliesWhiteouts(t *testing.T) {
 	}
 }
 
+// cloneRoot copies the tree src to dst with modes and owners; the files
+// link reports true for are hard-linked instead of copied.
+func cloneRoot(src, dst string, link func(path string) bool) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case d.Type().IsRegular() && link(p):
+			return os.Link(p, target)
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(target, data, 0o600); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+		return os.Chmod(target, fi.Mode()&(fs.ModePerm|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid))
+	})
+}
+
 // imageUser resolves a config's User as a runtime does: numeric uid[:gid],
 // or names looked up in the image's /etc/passwd and /etc/group.
 func imageUser(root, user string) (uid, gid int, err error) {
@@ -599,6 +647,7 @@ type sandbox struct {
 	root  string
 	cfg   imageConfig
 	binds [][2]string
+	quiet bool // no output in the log when the test fails (probes)
 }
 
 // start runs args (the image's Entrypoint+Cmd when nil) in the image with
@@ -616,6 +665,17 @@ func (c *sandbox) start(t *testing.T, name string, args []string, env map[string
 		Env: append([]string{}, c.cfg.Config.Env...)}
 	for k, v := range env {
 		spec.Env = append(spec.Env, k+"="+v)
+	}
+	// Mount points, as a runtime makes them.
+	for _, d := range append([]string{"/proc"}, func() (ds []string) {
+		for _, b := range c.binds {
+			ds = append(ds, b[1])
+		}
+		return ds
+	}()...) {
+		if err := os.MkdirAll(filepath.Join(c.root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	raw, _ := json.Marshal(spec)
 	self, err := os.Executable()
@@ -638,7 +698,7 @@ func (c *sandbox) start(t *testing.T, name string, args []string, env map[string
 			p.cmd.Process.Kill()
 			<-p.exited
 		}
-		if t.Failed() {
+		if t.Failed() && !c.quiet {
 			t.Logf("%s in the image, output:\n%s", name, p.out.String())
 		}
 	})
@@ -856,28 +916,29 @@ func TestImage(t *testing.T) {
 		for _, tc := range []struct {
 			name   string
 			break_ func(root string, cfg *imageConfig) error
+			binary bool // it changes the binary's inode: copy it, do not link it
 		}{
-			{"runs as root", func(_ string, c *imageConfig) error { c.Config.User = "0:0"; return nil }},
-			{"no user", func(_ string, c *imageConfig) error { c.Config.User = ""; return nil }},
-			{"user by name", func(_ string, c *imageConfig) error { c.Config.User = "nonroot"; return nil }},
+			{"runs as root", func(_ string, c *imageConfig) error { c.Config.User = "0:0"; return nil }, false},
+			{"no user", func(_ string, c *imageConfig) error { c.Config.User = ""; return nil }, false},
+			{"user by name", func(_ string, c *imageConfig) error { c.Config.User = "nonroot"; return nil }, false},
 			{"user not in passwd", func(root string, _ *imageConfig) error {
 				return os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/sbin/nologin\n"), 0o644)
-			}},
+			}, false},
 			{"no CA file", func(root string, _ *imageConfig) error {
 				return os.Remove(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt"))
-			}},
+			}, false},
 			{"empty CA file", func(root string, _ *imageConfig) error {
 				return os.WriteFile(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt"), nil, 0o644)
-			}},
+			}, false},
 			{"CA file unreadable", func(root string, _ *imageConfig) error {
 				return os.Chmod(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt"), 0o600)
-			}},
+			}, false},
 			{"no binary", func(root string, c *imageConfig) error {
 				return os.Remove(filepath.Join(root, c.Config.Entrypoint[0]))
-			}},
+			}, false},
 			{"binary not executable", func(root string, c *imageConfig) error {
 				return os.Chmod(filepath.Join(root, c.Config.Entrypoint[0]), 0o744)
-			}},
+			}, true},
 			{"dynamically linked binary", func(root string, c *imageConfig) error {
 				exe, err := exec.LookPath("ls")
 				if err != nil {
@@ -888,19 +949,20 @@ func TestImage(t *testing.T) {
 					return err
 				}
 				return os.WriteFile(filepath.Join(root, c.Config.Entrypoint[0]), b, 0o755)
-			}},
-			{"no /tmp", func(root string, _ *imageConfig) error { return os.Remove(filepath.Join(root, "tmp")) }},
-			{"/tmp not sticky", func(root string, _ *imageConfig) error { return os.Chmod(filepath.Join(root, "tmp"), 0o777) }},
+			}, true},
+			{"no /tmp", func(root string, _ *imageConfig) error { return os.Remove(filepath.Join(root, "tmp")) }, false},
+			{"/tmp not sticky", func(root string, _ *imageConfig) error { return os.Chmod(filepath.Join(root, "tmp"), 0o777) }, false},
 			{"home not the user's", func(root string, c *imageConfig) error {
 				return os.Chown(filepath.Join(root, c.Config.WorkingDir), 0, 0)
-			}},
+			}, false},
 			{"set-uid file", func(root string, c *imageConfig) error {
 				return os.Chmod(filepath.Join(root, c.Config.Entrypoint[0]), 0o755|fs.ModeSetuid)
-			}},
+			}, true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				r := t.TempDir()
-				if err := unpack(img.layers, r); err != nil {
+				exe := filepath.Join(root, filepath.FromSlash(cfg.Config.Entrypoint[0]))
+				if err := cloneRoot(root, r, func(p string) bool { return p == exe && !tc.binary }); err != nil {
 					t.Fatal(err)
 				}
 				c := cfg
@@ -914,6 +976,44 @@ func TestImage(t *testing.T) {
 					t.Logf("caught: %s", strings.Join(p, "; "))
 				}
 			})
+		}
+	})
+
+	// walrelay's TLS verification in the image uses the image's CA bundle:
+	// a server signed by a CA outside it is refused, and trusted once that
+	// CA is added to the bundle at its path in the image.
+	t.Run("TLS trusts the image's CA bundle", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Fatal("running the image needs root (mount and PID namespaces, chroot, setuid): run the test as root, as CI does")
+		}
+		caPEM, cert := testCA(t)
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready") }))
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		srv.StartTLS()
+		defer srv.Close()
+		args := []string{cfg.Config.Entrypoint[0], "health", "--url", srv.URL + "/readyz"}
+		ctr := &sandbox{root: root, cfg: cfg}
+		err, out := ctr.runOnce(t, "walrelay health (CA not in the bundle)", args, nil)
+		if err == nil || !strings.Contains(out, "x509") {
+			t.Errorf("walrelay health against a server of an unknown CA: %v, %q; want a certificate verification failure", err, out)
+		}
+
+		caFile, ok := envValue(cfg.Config.Env, "SSL_CERT_FILE")
+		if !ok {
+			t.Fatal("the image's config sets no SSL_CERT_FILE")
+		}
+		bundle, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(caFile)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		os.Chmod(dir, 0o755)
+		if err := os.WriteFile(filepath.Join(dir, path.Base(caFile)), append(bundle, caPEM...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctr.binds = [][2]string{{dir, path.Dir(caFile)}}
+		if err, out := ctr.runOnce(t, "walrelay health (CA in the bundle)", args, nil); err != nil {
+			t.Errorf("walrelay health with the server's CA added to the image's bundle: %v, %q; want 200", err, out)
 		}
 	})
 
@@ -961,12 +1061,6 @@ func TestImage(t *testing.T) {
 			}
 		}
 		os.Chmod(secrets, 0o750)
-		// Mount points, as a runtime makes them.
-		for _, d := range []string{"proc", path.Dir(pgURLFile)} {
-			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
 		ctr := &sandbox{root: root, cfg: cfg, binds: [][2]string{{secrets, path.Dir(pgURLFile)}}}
 		env["WALRELAY_PG_URL_FILE"] = pgURLFile
 		env["WALRELAY_BROKERS"] = strings.Join(b.Brokers(), ",")
@@ -975,8 +1069,10 @@ func TestImage(t *testing.T) {
 
 		relay := ctr.start(t, "walrelay run", nil, env)
 		pid := relay.cmd.Process.Pid
+		probe := *ctr
+		probe.quiet = true
 		health := func() error {
-			hp := ctr.start(t, "walrelay health", []string{cfg.Config.Entrypoint[0], "health"},
+			hp := probe.start(t, "walrelay health", []string{cfg.Config.Entrypoint[0], "health"},
 				map[string]string{"WALRELAY_HTTP_ADDR": env["WALRELAY_HTTP_ADDR"]})
 			select {
 			case <-hp.exited:
@@ -1042,6 +1138,53 @@ func TestImage(t *testing.T) {
 			t.Errorf("slot %s confirmed %s after the relay stopped, want past %s (before the event's commit)", env["WALRELAY_SLOT"], confirmed, before)
 		}
 	})
+}
+
+// runOnce runs args in the image and returns its exit error and output.
+func (c *sandbox) runOnce(t *testing.T, name string, args []string, env map[string]string) (error, string) {
+	t.Helper()
+	p := c.start(t, name, args, env)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s in the image did not exit within 30s", name)
+	}
+	return p.err, strings.TrimSpace(p.out.String())
+}
+
+// testCA is a CA and a server certificate for 127.0.0.1 that it signed.
+func testCA(t *testing.T) (caPEM []byte, server tls.Certificate) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "walrelay image test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 func (i *ociImage) manifestOrEmpty() string {
