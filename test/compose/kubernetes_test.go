@@ -369,6 +369,23 @@ func TestKubernetesManifest(t *testing.T) {
 		checkEnvFlags(t, "deploy/kubernetes/walrelay.yaml", env)
 	})
 
+	t.Run("arguments are walrelay run's", func(t *testing.T) {
+		// N.B. args replace the image's CMD (["run"]) and keep its
+		// ENTRYPOINT: the first is the sub-command, the rest its flags.
+		if len(c.Args) == 0 || c.Args[0] != "run" {
+			t.Fatalf("container args %q, want [run ...]", c.Args)
+		}
+		flags := runFlags(t)
+		for _, a := range c.Args[1:] {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if strings.HasPrefix(a, "-") {
+				if _, ok := flags[name]; !ok {
+					t.Errorf("container arg %s: `walrelay run` has no flag --%s", a, name)
+				}
+			}
+		}
+	})
+
 	t.Run("probes", func(t *testing.T) {
 		_, portStr, err := net.SplitHostPort(setting(t, env, "http-addr"))
 		if err != nil {
