@@ -699,7 +699,12 @@ func (c *sandbox) start(t *testing.T, name string, args []string, env map[string
 	p.cmd = exec.Command(self)
 	p.cmd.Env = []string{imageInitEnv + "=" + string(raw)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC}
+	// N.B. Pdeathsig: a test binary that dies (a go test timeout) takes
+	// the container with it instead of leaving walrelay running.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
+		Pdeathsig:  syscall.SIGKILL,
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s in the image (needs root for its namespaces): %v", name, err)
 	}
