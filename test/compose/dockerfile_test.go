@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 )
+
+var pinnedRE = regexp.MustCompile(`^[a-z0-9./_-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$`)
 
 // instruction is one Dockerfile instruction, continuation lines joined.
 type instruction struct {
@@ -201,6 +204,20 @@ func TestDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("bases pinned by digest", func(t *testing.T) {
+		for i := range df.stages {
+			image, _ := df.from(i)
+			if image == "scratch" {
+				continue
+			}
+			// N.B. name:tag@sha256:<64 hex>: the tag for the reader, the
+			// digest decides; a tag alone moves under the build.
+			if !pinnedRE.MatchString(image) {
+				t.Errorf("stage %d FROM %s: want name:tag@sha256:<64 hex digits>", i, image)
+			}
+		}
+	})
 
 	t.Run("build stage", func(t *testing.T) {
 		image, _ := df.from(0)

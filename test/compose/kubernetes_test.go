@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,10 +47,25 @@ type deployment struct {
 type podSpec struct {
 	TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
 	SecurityContext               struct {
-		RunAsNonRoot *bool  `yaml:"runAsNonRoot"`
-		RunAsUser    *int64 `yaml:"runAsUser"`
+		RunAsNonRoot   *bool  `yaml:"runAsNonRoot"`
+		RunAsUser      *int64 `yaml:"runAsUser"`
+		RunAsGroup     *int64 `yaml:"runAsGroup"`
+		FSGroup        *int64 `yaml:"fsGroup"`
+		SeccompProfile struct {
+			Type string `yaml:"type"`
+		} `yaml:"seccompProfile"`
 	} `yaml:"securityContext"`
 	Containers []container `yaml:"containers"`
+	Volumes    []struct {
+		Name   string `yaml:"name"`
+		Secret *struct {
+			SecretName  string `yaml:"secretName"`
+			DefaultMode *int   `yaml:"defaultMode"`
+		} `yaml:"secret"`
+		ConfigMap *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMap"`
+	} `yaml:"volumes"`
 }
 
 type container struct {
@@ -69,6 +86,11 @@ type container struct {
 			} `yaml:"secretKeyRef"`
 		} `yaml:"valueFrom"`
 	} `yaml:"env"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
+	} `yaml:"volumeMounts"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
 	Resources      struct {
@@ -132,6 +154,86 @@ func readManifest(t testing.TB) map[string][]*yaml.Node {
 	return byKind
 }
 
+type networkPolicy struct {
+	Spec struct {
+		PodSelector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"podSelector"`
+		PolicyTypes []string `yaml:"policyTypes"`
+		Ingress     []npRule `yaml:"ingress"`
+		Egress      []npRule `yaml:"egress"`
+	} `yaml:"spec"`
+}
+
+type npRule struct {
+	From  []yaml.Node `yaml:"from"`
+	To    []yaml.Node `yaml:"to"`
+	Ports []struct {
+		Protocol string    `yaml:"protocol"`
+		Port     yaml.Node `yaml:"port"`
+	} `yaml:"ports"`
+}
+
+var pgURLPortRE = regexp.MustCompile(`postgres(?:ql)?://[^\s/]*@[^\s/:]+:(\d+)/`)
+
+// manifestComments is the manifest's comment text, "#" and continuation
+// backslashes removed: the commands it tells the user to run.
+func manifestComments(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "kubernetes", "walrelay.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "#") {
+			l = strings.TrimSpace(strings.TrimPrefix(l, "#"))
+			if strings.HasSuffix(l, "\\") {
+				b.WriteString(strings.TrimSuffix(l, "\\"))
+				continue
+			}
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// createsKey reports whether a `kubectl create <what> ...` line of text
+// creates key (--from-file=key=... or --from-literal=key=...).
+func createsKey(text, what, key string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "kubectl create "+what+" ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "--from-file="+key+"=") || strings.HasPrefix(f, "--from-literal="+key+"=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// manifestEnv is the Deployment's container environment (literal values).
+func manifestEnv(t testing.TB) map[string]string {
+	t.Helper()
+	docs := readManifest(t)
+	if len(docs["Deployment"]) != 1 {
+		t.Fatalf("want one Deployment, found %d", len(docs["Deployment"]))
+	}
+	var d deployment
+	if err := docs["Deployment"][0].Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+	}
+	return env
+}
+
 // portNumber resolves a probe's or a Service's port (number or name).
 func (c *container) portNumber(t *testing.T, n yaml.Node) int {
 	t.Helper()
@@ -178,19 +280,110 @@ func TestKubernetesManifest(t *testing.T) {
 	env := map[string]string{}
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
-		if e.Name == "WALRELAY_PG_URL" && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
-			t.Error("WALRELAY_PG_URL is not taken from a Secret (valueFrom.secretKeyRef): it holds a password")
-		}
-		if strings.Contains(e.Name, "PASSWORD") && e.Value != "" {
-			t.Errorf("%s has a literal value: take it from a Secret", e.Name)
+		// N.B. a secret in the environment shows in kubectl describe (a
+		// literal) and in every crash dump of the process: files only.
+		if (e.Name == "WALRELAY_PG_URL" || strings.Contains(e.Name, "PASSWORD")) && !strings.HasSuffix(e.Name, "_FILE") {
+			t.Errorf("%s is set in the environment: mount it as a file of a Secret volume (%s_FILE)", e.Name, e.Name)
 		}
 	}
-	if _, ok := env["WALRELAY_PG_URL"]; !ok {
-		t.Error("the container does not set WALRELAY_PG_URL")
+	if _, ok := env["WALRELAY_PG_URL_FILE"]; !ok {
+		t.Error("the container does not set WALRELAY_PG_URL_FILE (the connection string as a file of a Secret)")
 	}
+
+	t.Run("files come from mounted volumes", func(t *testing.T) {
+		text := manifestComments(t)
+		files := 0
+		for name, file := range env {
+			if !strings.HasPrefix(name, envPrefix) || !strings.HasSuffix(name, "_FILE") {
+				continue
+			}
+			files++
+			var mount string
+			readOnly := false
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == path.Dir(file) {
+					mount, readOnly = m.Name, m.ReadOnly
+				}
+			}
+			if mount == "" {
+				t.Errorf("%s=%s: no volume is mounted at %s", name, file, path.Dir(file))
+				continue
+			}
+			if !readOnly {
+				t.Errorf("volume %s (%s) is not mounted readOnly", mount, path.Dir(file))
+			}
+			key := path.Base(file)
+			for _, v := range pod.Volumes {
+				if v.Name != mount {
+					continue
+				}
+				switch {
+				case v.Secret != nil:
+					if !strings.Contains(text, "kubectl create secret generic "+v.Secret.SecretName+" ") || !createsKey(text, "secret generic "+v.Secret.SecretName, key) {
+						t.Errorf("%s reads key %s of Secret %s, which the comment's kubectl create secret generic %s does not create", name, key, v.Secret.SecretName, v.Secret.SecretName)
+					}
+					// N.B. readable by the pod's fsGroup only: walrelay's
+					// group, not every user of the node's kubelet.
+					if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
+						t.Errorf("Secret volume %s: defaultMode %v, want no access for others (0440, group fsGroup)", mount, v.Secret.DefaultMode)
+					}
+				case v.ConfigMap != nil:
+					if name == "WALRELAY_PG_URL_FILE" || strings.Contains(name, "PASSWORD") {
+						t.Errorf("%s comes from ConfigMap %s: a secret belongs in a Secret", name, v.ConfigMap.Name)
+					}
+					if !createsKey(text, "configmap "+v.ConfigMap.Name, key) {
+						t.Errorf("%s reads key %s of ConfigMap %s, which the comment's kubectl create configmap does not create", name, key, v.ConfigMap.Name)
+					}
+				default:
+					t.Errorf("volume %s is neither a Secret nor a ConfigMap", mount)
+				}
+			}
+		}
+		if files == 0 {
+			t.Error("no WALRELAY_*_FILE variable")
+		}
+	})
+
+	t.Run("no creation, Kafka over TLS with SCRAM", func(t *testing.T) {
+		if env["WALRELAY_CREATE"] != "false" {
+			t.Errorf("WALRELAY_CREATE=%q, want false: the pods need no CREATE privilege once walrelay setup made the slot and publication", env["WALRELAY_CREATE"])
+		}
+		tls := env["WALRELAY_KAFKA_TLS"] == "true"
+		for name := range env {
+			if strings.HasPrefix(name, "WALRELAY_KAFKA_TLS_") && strings.HasSuffix(name, "_FILE") {
+				tls = true
+			}
+		}
+		if !tls {
+			t.Error("Kafka TLS is not on (WALRELAY_KAFKA_TLS or a WALRELAY_KAFKA_TLS_*_FILE)")
+		}
+		if m := setting(t, env, "kafka-sasl-mechanism"); !strings.HasPrefix(m, "SCRAM-SHA-") {
+			t.Errorf("--kafka-sasl-mechanism %q, want SCRAM-SHA-256 or SCRAM-SHA-512", m)
+		}
+		if env["WALRELAY_KAFKA_SASL_USERNAME"] == "" || env["WALRELAY_KAFKA_SASL_PASSWORD_FILE"] == "" {
+			t.Error("SASL needs WALRELAY_KAFKA_SASL_USERNAME and WALRELAY_KAFKA_SASL_PASSWORD_FILE")
+		}
+	})
 
 	t.Run("environment names real flags", func(t *testing.T) {
 		checkEnvFlags(t, "deploy/kubernetes/walrelay.yaml", env)
+	})
+
+	t.Run("arguments are walrelay run's", func(t *testing.T) {
+		// N.B. args replace the image's CMD (["run"]) and keep its
+		// ENTRYPOINT: the first is the sub-command, the rest its flags.
+		if len(c.Args) == 0 || c.Args[0] != "run" {
+			t.Fatalf("container args %q, want [run ...]", c.Args)
+		}
+		flags := runFlags(t)
+		for _, a := range c.Args[1:] {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if strings.HasPrefix(a, "-") {
+				if _, ok := flags[name]; !ok {
+					t.Errorf("container arg %s: `walrelay run` has no flag --%s", a, name)
+				}
+			}
+		}
 	})
 
 	t.Run("probes", func(t *testing.T) {
@@ -238,6 +431,26 @@ func TestKubernetesManifest(t *testing.T) {
 		if !contains(csc.Capabilities.Drop, "ALL") {
 			t.Error("container does not drop ALL capabilities")
 		}
+		if sc.SeccompProfile.Type != "RuntimeDefault" {
+			t.Errorf("pod seccompProfile %q, want RuntimeDefault", sc.SeccompProfile.Type)
+		}
+		// The image's user (the Dockerfile's USER), so the Secret's group
+		// is walrelay's.
+		df, err := readDockerfile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		user, _ := df.last("USER")
+		u, g, _ := strings.Cut(user, ":")
+		str := func(p *int64) string {
+			if p == nil {
+				return "unset"
+			}
+			return strconv.FormatInt(*p, 10)
+		}
+		if str(sc.RunAsUser) != u || str(sc.RunAsGroup) != g || str(sc.FSGroup) != g {
+			t.Errorf("pod runs as %s:%s with fsGroup %s, want the image's USER %s and fsGroup %s", str(sc.RunAsUser), str(sc.RunAsGroup), str(sc.FSGroup), user, g)
+		}
 	})
 
 	t.Run("resources", func(t *testing.T) {
@@ -257,6 +470,72 @@ func TestKubernetesManifest(t *testing.T) {
 		}
 		if grace <= shutdown {
 			t.Errorf("terminationGracePeriodSeconds %s is not longer than --shutdown-timeout %s", grace, shutdown)
+		}
+	})
+
+	t.Run("network policy", func(t *testing.T) {
+		if len(docs["NetworkPolicy"]) != 1 {
+			t.Fatalf("want one NetworkPolicy, found %d", len(docs["NetworkPolicy"]))
+		}
+		var np networkPolicy
+		if err := docs["NetworkPolicy"][0].Decode(&np); err != nil {
+			t.Fatal(err)
+		}
+		if len(np.Spec.PodSelector.MatchLabels) == 0 {
+			t.Error("NetworkPolicy selects every pod of the namespace")
+		}
+		for k, v := range np.Spec.PodSelector.MatchLabels {
+			if d.Spec.Template.Metadata.Labels[k] != v {
+				t.Errorf("NetworkPolicy selector %s=%s does not select the pods (%v)", k, v, d.Spec.Template.Metadata.Labels)
+			}
+		}
+		if !contains(np.Spec.PolicyTypes, "Ingress") || !contains(np.Spec.PolicyTypes, "Egress") {
+			t.Errorf("policyTypes %v, want Ingress and Egress", np.Spec.PolicyTypes)
+		}
+		_, httpPort, _ := net.SplitHostPort(setting(t, env, "http-addr"))
+		if len(np.Spec.Ingress) == 0 {
+			t.Error("no ingress rule: the metrics cannot be scraped")
+		}
+		for i, r := range np.Spec.Ingress {
+			if len(r.From) == 0 || len(r.Ports) == 0 {
+				t.Errorf("ingress rule %d allows every source or every port", i)
+			}
+			for _, p := range r.Ports {
+				if strconv.Itoa(c.portNumber(t, p.Port)) != httpPort {
+					t.Errorf("ingress rule %d opens port %s, walrelay serves only %s (--http-addr)", i, p.Port.Value, httpPort)
+				}
+			}
+		}
+		allowed := map[string]bool{}
+		for i, r := range np.Spec.Egress {
+			if len(r.To) == 0 || len(r.Ports) == 0 {
+				t.Errorf("egress rule %d allows every destination or every port", i)
+			}
+			for _, p := range r.Ports {
+				proto := p.Protocol
+				if proto == "" {
+					proto = "TCP"
+				}
+				allowed[proto+"/"+p.Port.Value] = true
+			}
+		}
+		want := map[string]string{"UDP/53": "DNS"}
+		for _, b := range strings.Split(setting(t, env, "brokers"), ",") {
+			_, port, err := net.SplitHostPort(strings.TrimSpace(b))
+			if err != nil {
+				t.Fatalf("WALRELAY_BROKERS %q: %v", b, err)
+			}
+			want["TCP/"+port] = "broker " + b
+		}
+		pgPort := "5432"
+		if m := pgURLPortRE.FindStringSubmatch(manifestComments(t)); m != nil {
+			pgPort = m[1]
+		}
+		want["TCP/"+pgPort] = "PostgreSQL (the comment's pg-url)"
+		for k, what := range want {
+			if !allowed[k] {
+				t.Errorf("egress does not allow %s (%s)", k, what)
+			}
 		}
 	})
 

@@ -30,6 +30,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// N.B. first: as the image's init (TestImage), the binary runs no test.
+	if spec := os.Getenv(imageInitEnv); spec != "" {
+		os.Exit(imageInit(spec))
+	}
 	os.Exit(run(m))
 }
 
