@@ -337,7 +337,7 @@ func (c *Consumer) checkTable(ctx context.Context) error {
 	err := c.cfg.Pool.QueryRow(ctx, `SELECT has_table_privilege($1, 'INSERT')`, ident).Scan(&ok)
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+	case errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000"): // undefined_table, invalid_schema_name
 		return fmt.Errorf("check inbox table: %s does not exist (create it with inbox.CreateTable or the SQL of inbox.DDL): %w", c.cfg.Table, err)
 	case err != nil:
 		return fmt.Errorf("check inbox table %s: %w", c.cfg.Table, err)

@@ -88,25 +88,28 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	fail := func(code int, what string, err error) int {
+		if ctx.Err() != nil { // stopped while setting up: a clean exit
+			return 0
+		}
+		log.Error(what, zap.Error(err))
+		return code
+	}
 	pool, err := pgxpool.New(ctx, *pgURL)
 	if err != nil {
-		log.Error("connect", zap.Error(err))
-		return 2
+		return fail(2, "connect", err)
 	}
 	defer pool.Close()
 	if _, err := pool.Exec(ctx, Schema); err != nil {
-		log.Error("create projection tables", zap.Error(err))
-		return 2
+		return fail(2, "create projection tables", err)
 	}
 	if err := inbox.CreateTable(ctx, pool, ""); err != nil {
-		log.Error("create inbox table", zap.Error(err))
-		return 2
+		return fail(2, "create inbox table", err)
 	}
 	if *retain > 0 {
 		n, err := inbox.DeleteBefore(ctx, pool, "", time.Now().Add(-*retain))
 		if err != nil {
-			log.Error("retention", zap.Error(err))
-			return 1
+			return fail(1, "retention", err)
 		}
 		log.Info("retention", zap.Int64("deleted_ids", n), zap.Duration("retain", *retain))
 	}
@@ -130,8 +133,7 @@ func run() int {
 		return 2
 	}
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("run", zap.Error(err))
-		return 1
+		return fail(1, "run", err)
 	}
 	return 0
 }
