@@ -37,7 +37,7 @@ chaos:
 # The long kill -9 proof of package inbox (test/inboxkill): walrelay and the
 # examples/inbox consumer killed again and again (100 consumer kills, every
 # third with walrelay) under the demo's workload, then the projection checked
-# against the outbox table; make test runs the short version (8 kills).
+# against the outbox table; make test runs the short version (6 kills).
 inbox-chaos:
 	WALRELAY_CHAOS=1 $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 1h -run TestInboxKill ./test/inboxkill/
 

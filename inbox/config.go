@@ -35,7 +35,10 @@ type Config struct {
 	Topics      []string
 	TopicsRegex bool
 	// Pool is the database the Handler writes to and the inbox table is in.
-	// Required.
+	// Required. Each partition being handled holds one connection for its
+	// transaction: give the pool at least as many connections as
+	// partitions this member may own (pgxpool's pool_max_conns), or
+	// partitions wait for one another.
 	Pool *pgxpool.Pool
 	// Handler applies one record. Required.
 	Handler Handler
@@ -60,6 +63,12 @@ type Config struct {
 	DeadLetterTopic string
 	// MaxPollRecords bounds the records handled between two offset
 	// commits (and between two rebalance points). Default 500.
+	//
+	// N.B. a rebalance waits until the polled records are handled: that
+	// time (with retries: MaxAttempts and the backoff) must stay under the
+	// group's rebalance timeout (kgo.RebalanceTimeout, default 60 s), or
+	// the group goes on without this member; its offset commits then fail
+	// and its records are delivered again, which the table absorbs.
 	MaxPollRecords int
 	// OnDuplicate, if set, is called in the transaction of a record whose
 	// id is in the table already (Kafka delivered it again), instead of the

@@ -262,13 +262,14 @@ func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handl
 	dup := tag.RowsAffected() == 0
 	switch {
 	case !dup:
-		if err := c.cfg.Handler(ctx, tx, r); err != nil {
-			return true, err
-		}
+		err = c.cfg.Handler(ctx, tx, r)
 	case c.cfg.OnDuplicate != nil:
-		if err := c.cfg.OnDuplicate(ctx, tx, r); err != nil {
-			return true, err
-		}
+		err = c.cfg.OnDuplicate(ctx, tx, r)
+	}
+	if err != nil {
+		// N.B. a connection lost under the Handler is the database's
+		// outage, not the record's fault: not counted as an attempt.
+		return !tx.Conn().IsClosed(), err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// N.B. a commit whose answer was lost may have committed: the

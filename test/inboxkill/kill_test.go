@@ -32,10 +32,10 @@ const customers = 8
 // committed event applied exactly once (count and sum per customer), no
 // event missing or extra, each aggregate's events in commit order, the
 // group's offsets at the end offsets and the dead-letter topic empty.
-// Short: about 20 s of workload; WALRELAY_CHAOS=1: 100 consumer kills.
+// Short: 6 consumer kills (2 with walrelay); WALRELAY_CHAOS=1: 100.
 func TestInboxKill(t *testing.T) {
 	long := os.Getenv("WALRELAY_CHAOS") != ""
-	consumerKills, relayEvery := 8, 3
+	consumerKills, relayEvery := 6, 3
 	if long {
 		consumerKills = 100
 	}
@@ -385,7 +385,7 @@ func (w *writers) writer(ctx context.Context, rng *mrand.Rand) error {
 		case err != nil:
 			return fmt.Errorf("write: %w", err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
 }
