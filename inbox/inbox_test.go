@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -435,5 +436,39 @@ func TestDeleteBefore(t *testing.T) {
 	}
 	if left := f.count(t, `SELECT count(*) FROM inbox_processed`); left != 10 {
 		t.Errorf("%d ids left, want the 10 new ones", left)
+	}
+}
+
+// TestDatabaseLossIsNotAnAttempt: the handler's connection is terminated
+// under it (as in a PostgreSQL restart); with MaxAttempts 1 the record is
+// still not dead-lettered: it is tried again once the database answers,
+// and applied once.
+func TestDatabaseLossIsNotAnAttempt(t *testing.T) {
+	f := newFixture(t, 1)
+	f.produce(t, rec("a", "id-1", 1), rec("a", "id-2", 2))
+	var killed atomic.Int32
+	h := func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+		if err := record(ctx, tx, r); err != nil {
+			return err
+		}
+		if string(header(r, "id")) == "id-1" && killed.Add(1) == 1 {
+			if _, err := f.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, tx.Conn().PgConn().PID()); err != nil {
+				return fmt.Errorf("terminate: %w", err)
+			}
+			_, err := tx.Exec(ctx, `SELECT 1`)
+			return err
+		}
+		return nil
+	}
+	cfg := f.config(h)
+	cfg.MaxAttempts = 1
+	r := start(t, cfg)
+	waitFor(t, "both applied", func() bool { return r.c.Stats().Applied == 2 })
+	r.Stop(t)
+	if s := r.c.Stats(); s.DeadLettered != 0 || s.Retries < 1 || killed.Load() != 2 {
+		t.Errorf("stats %+v, handler ran %d times on id-1; want it retried (not dead-lettered) and applied", s, killed.Load())
+	}
+	if n := f.count(t, `SELECT count(*) FROM effects`); n != 2 {
+		t.Errorf("%d effects, want 2", n)
 	}
 }
