@@ -138,6 +138,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 		done := c.handleFetches(ctx, fs)
 		c.commit(done)
 		c.cl.AllowRebalance()
+		if fs.NumRecords() == 0 && len(fs.Errors()) > 0 {
+			// N.B. a poll of errors only returns at once: wait a little
+			// rather than spin on an error that persists.
+			b := backoff{next: c.cfg.MaxRetryBackoff / 5}
+			if b.wait(ctx) != nil {
+				return ctx.Err()
+			}
+		}
 	}
 }
 
