@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test chaos cluster explore matrix lint clean image
+.PHONY: build test chaos cluster explore matrix lint clean image inbox-chaos
 
 # The version walrelay reports (walrelay version, its start log line,
 # walrelay_build_info); without it, what the Go toolchain stamps.
@@ -34,6 +34,13 @@ test:
 # other scenario. About half an hour on two cores.
 chaos:
 	WALRELAY_CHAOS=1 $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 3h ./test/fault/
+
+# The long kill -9 proof of package inbox (test/inboxkill): walrelay and the
+# examples/inbox consumer killed again and again (100 consumer kills, every
+# third with walrelay) under the demo's workload, then the projection checked
+# against the outbox table; make test runs the short version (6 kills).
+inbox-chaos:
+	WALRELAY_CHAOS=1 $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 1h -run TestInboxKill ./test/inboxkill/
 
 # The TestCluster scenarios of test/fault on a Kafka cluster of three brokers
 # and three KRaft controllers (replication factor 3, min.insync.replicas 2):
