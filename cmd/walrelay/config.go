@@ -30,6 +30,8 @@ type config struct {
 	brokers         string
 	topic           string
 	createTopics    bool
+	topicAllow      string
+	maxCreated      int
 	topicPartitions int
 	topicRF         int
 	idColumn        string
@@ -122,6 +124,8 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
 	boolVar(fs, &cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
+	fs.StringVar(&cfg.topicAllow, "topic-allow", "", "regular expression every record's topic must match as a whole (e.g. 'outbox\\.event\\.[a-z_]+'); an event routed elsewhere is dead-lettered (reason topic_not_allowed) or, with --on-poison=halt, stops walrelay, and its topic is never created (empty: any topic; the dead-letter and checkpoint topics and __* are refused always)")
+	fs.IntVar(&cfg.maxCreated, "max-created-topics", 100, "most topics walrelay creates under --create-topics while it runs; an event whose missing topic would be one more is dead-lettered (reason topic_limit) or halts (0: no cap; existing topics do not count)")
 	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 6, "partitions of created topics")
 	fs.IntVar(&cfg.topicRF, "topic-replication-factor", -1, "replication factor of created topics (-1: the broker's default)")
 	fs.StringVar(&cfg.idColumn, "id-column", "id", "column holding the event id (header \"id\")")
@@ -456,6 +460,8 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		MaxMessageBytes:        int32(c.maxMessageBytes),
 		Linger:                 c.linger,
 		CreateTopics:           c.createTopics,
+		TopicAllow:             c.topicAllow,
+		MaxCreatedTopics:       c.maxCreated,
 		TopicPartitions:        int32(c.topicPartitions),
 		TopicReplicationFactor: int16(c.topicRF),
 		Null:                   c.benchNullSink,
