@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test chaos cluster explore matrix lint clean image inbox-chaos
+.PHONY: build test chaos cluster explore matrix lint clean image inbox-chaos alerts vuln
 
 # The version walrelay reports (walrelay version, its start log line,
 # walrelay_build_info); without it, what the Go toolchain stamps.
@@ -67,6 +67,25 @@ MATRIX_OUT ?= bench/results
 MATRIX_PG_VERSIONS ?= 14 15 16 17 18
 matrix:
 	GO=$(GO) test/matrix.sh $(MATRIX_OUT) $(MATRIX_PG_VERSIONS)
+
+# The Prometheus alerting rules of deploy/prometheus: promtool check rules
+# and their unit tests (walrelay-alerts_test.yml). promtool is built once
+# from the Go module proxy into ~/.cache/walrelay/tools (test/tools.sh;
+# about 15 minutes the first time on two cores, then a second). That every
+# metric they and the Grafana dashboard query is one walrelay exports is
+# checked by make test (TestDeployQueriesUseExportedMetrics).
+alerts:
+	@promtool=$$(test/tools.sh promtool) && \
+	$$promtool check rules deploy/prometheus/walrelay-alerts.yml && \
+	$$promtool test rules deploy/prometheus/walrelay-alerts_test.yml
+
+# Known vulnerabilities in the code walrelay calls (govulncheck, built once
+# from the Go module proxy). Needs vuln.go.dev, or GOVULNDB=URL of a mirror;
+# where neither is reachable it checks against the snapshot of
+# golang.org/x/vulndb pinned in test/tools.sh and says so (test/vuln.sh).
+# Exit 3: vulnerable code is called (README, "Dependencies").
+vuln:
+	GO=$(GO) test/vuln.sh
 
 lint:
 	$(GO) vet ./...

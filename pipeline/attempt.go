@@ -58,6 +58,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	sc := r.sc
 	sc.Metrics = r.metrics
 	sc.Isolation = r.iso
+	sc.CreatedTopics = r.topics
 	if sc.ExactlyOnce {
 		if sc.Source, err = checkpointSource(ctx, r.rc); err != nil {
 			return onPostgres(err)

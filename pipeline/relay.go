@@ -28,7 +28,7 @@ type Config struct {
 	// Decode configures the decoder. ResolvePartitions is always set: the
 	// relay resolves partitions against the catalog.
 	Decode decode.Config
-	// Sink configures the Kafka producer. Metrics and Isolation are set by
+	// Sink configures the Kafka producer. Metrics, Isolation and CreatedTopics are set by
 	// the relay.
 	Sink sink.Config
 	// LagWarnBytes: log a warning, at most once a minute, while the slot's
@@ -79,6 +79,9 @@ type Relay struct {
 	// next attempts produce its topic's records one at a time until the
 	// record at fault is found (sink.Isolation).
 	iso *sink.Isolation
+	// topics outlives the attempts: --max-created-topics counts the topics
+	// created since walrelay started, not since the last restart.
+	topics *sink.CreatedTopics
 }
 
 // attemptState is the live state of one attempt, read by the health
@@ -112,6 +115,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 		lagWarnBytes: cfg.LagWarnBytes,
 		abort:        make(chan struct{}),
 		iso:          sink.NewIsolation(),
+		topics:       sink.NewCreatedTopics(),
 	}
 	r.register()
 	return r, nil

@@ -125,8 +125,13 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) (*k
 	}
 	tooLarge := errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 	reason := "rejected_by_broker"
-	if tooLarge {
+	switch {
+	case tooLarge:
 		reason = "too_large"
+	case errors.Is(err, ErrTopicNotAllowed):
+		reason = ReasonTopicNotAllowed
+	case errors.Is(err, ErrTopicLimit):
+		reason = ReasonTopicLimit
 	}
 	dl := &kgo.Record{
 		Topic:     s.cfg.DeadLetterTopic,

@@ -8,6 +8,9 @@
 // failed record: the first record that finally fails is reported on Err and
 // nothing after it is acknowledged to the checkpoint in its place. Only a
 // record refused on its own is dead-lettered, never one whose batch was.
+// A record's topic is decided on before the topic is created (topics.go):
+// one outside Config.TopicAllow, walrelay's own, or past
+// Config.MaxCreatedTopics is a poison event, never produced there.
 // With Config.ExactlyOnce (exactlyonce.go) the records of whole
 // transactions and a checkpoint record go into Kafka transactions, and no
 // transaction is acknowledged to the checkpoint before its Kafka

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,23 @@ type Config struct {
 	// TopicReplicationFactor is the replication factor of created topics.
 	// Default -1: the broker's default.replication.factor.
 	TopicReplicationFactor int16
+	// TopicAllow is a regular expression every record's topic must match
+	// as a whole (topics.go). An event routed to another topic is a poison
+	// event (reason topic_not_allowed): dead-lettered or halted on as
+	// OnPoison says, and its topic is never created. Whatever it allows,
+	// an event never goes to DeadLetterTopic, CheckpointTopic or a topic
+	// named "__..." (Kafka's internal ones). Default "": every topic the
+	// route produces.
+	TopicAllow string
+	// MaxCreatedTopics caps the topics walrelay creates (CreateTopics),
+	// counted in CreatedTopics; an event whose missing topic would be one
+	// more is a poison event (reason topic_limit). Topics that exist are
+	// not counted, nor the dead-letter and checkpoint topics. Default 0:
+	// no cap; the command line's default is 100.
+	MaxCreatedTopics int
+	// CreatedTopics counts the topics created for MaxCreatedTopics.
+	// Default nil: the sink's own, which does not outlive it.
+	CreatedTopics *CreatedTopics
 	// Opts are extra client options (TLS, SASL), applied last.
 	Opts []kgo.Opt
 	// Null acknowledges every event at once without Kafka: a benchmark
@@ -188,6 +206,12 @@ func (c Config) Validate() error {
 	if err := decode.ValidTopic(c.DeadLetterTopic); err != nil {
 		errs = append(errs, fmt.Errorf("dead-letter topic: %w", err))
 	}
+	if _, err := compileTopicAllow(c.TopicAllow); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxCreatedTopics < 0 {
+		errs = append(errs, fmt.Errorf("max created topics %d: want 0 (no cap) or more", c.MaxCreatedTopics))
+	}
 	if c.TopicReplicationFactor < -1 || c.TopicReplicationFactor == 0 {
 		errs = append(errs, fmt.Errorf("topic replication factor %d: want -1 (broker default) or at least 1", c.TopicReplicationFactor))
 	}
@@ -215,6 +239,8 @@ type Sink struct {
 	budget  *budget.Budget
 	limits  *topicLimits
 	clock   handoffClock
+	allow   *regexp.Regexp // nil: every topic
+	created *CreatedTopics
 
 	// Used by the producing goroutine only.
 	known      map[string]int32 // checked topics and their batch caps
@@ -303,6 +329,11 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		limits:     limits,
 		handoffAge: cfg.DeliveryTimeout / 16,
 		iso:        cfg.Isolation,
+		created:    cfg.CreatedTopics,
+	}
+	s.allow, _ = compileTopicAllow(cfg.TopicAllow) // checked by Validate
+	if s.created == nil {
+		s.created = NewCreatedTopics()
 	}
 	if s.iso == nil {
 		s.iso = NewIsolation()
@@ -441,7 +472,8 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if s.cfg.Null {
 		return s.produceNull(tx)
 	}
-	if err := s.ensureTopics(ctx, tx.Events); err != nil {
+	refused, err := s.ensureTopics(ctx, tx.Events)
+	if err != nil {
 		return err
 	}
 	if n := len(tx.Events); n > 0 {
@@ -458,7 +490,6 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		hdrs := make([]kgo.RecordHeader, 0, n*extra)
 		meta := partMeta(tx)
 		var a *txAcks
-		var err error
 		for i := range tx.Events {
 			ev := &tx.Events[i]
 			if ev.Err != nil {
@@ -478,6 +509,12 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 			r.Value = ev.Value
 			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 			r.Timestamp = tx.CommitTime
+			if why := refused[r.Topic]; why != nil {
+				if a, err = s.refuseRecord(ctx, tx, r, why, a, meta); err != nil {
+					return err
+				}
+				continue
+			}
 			if limit := s.known[r.Topic]; loneBatchBytes(r) > int(limit) {
 				// N.B. too large for its topic on its own, so in any batch:
 				// the client would fail it alone (kerr.MessageTooLarge).
@@ -681,12 +718,18 @@ func (a *txAcks) deadLettered(r *kgo.Record, err error) {
 	a.x.Ack()
 }
 
-// ensureTopics checks each topic not yet seen, creating it if allowed.
-func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) error {
+// ensureTopics checks each topic not yet seen, creating it if allowed. It
+// returns the topics the events may not go to and why (screenTopics).
+func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) (map[string]error, error) {
 	var missing []string
 	for i := range events {
 		t := events[i].Topic
-		if _, ok := s.known[t]; t == "" || ok || events[i].Err != nil {
+		if t == "" || events[i].Err != nil {
+			continue
+		}
+		// N.B. the dead-letter and checkpoint topics are known, and
+		// still refused to an event.
+		if _, ok := s.known[t]; ok && !s.reserved(t) {
 			continue
 		}
 		dup := false
@@ -698,9 +741,13 @@ func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) error {
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return nil, nil
 	}
-	return s.ensureTopic(ctx, missing...)
+	missing, refused, err := s.screenTopics(ctx, missing)
+	if err != nil || len(missing) == 0 {
+		return refused, err
+	}
+	return refused, s.ensureTopic(ctx, missing...)
 }
 
 // ensureTopic checks topics, creating missing ones if allowed, and reads

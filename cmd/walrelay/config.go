@@ -35,6 +35,8 @@ type config struct {
 	brokers         string
 	topic           string
 	createTopics    bool
+	topicAllow      string
+	maxCreated      int
 	topicPartitions int
 	topicRF         int
 	idColumn        string
@@ -56,6 +58,8 @@ type config struct {
 	cpuProfile      string // bench build only (bench.go)
 	httpAddr        string
 	httpPprof       bool
+	httpIdle        time.Duration
+	httpMaxConns    int
 	onPoison        string
 	dlqTopic        string
 	lagWarnBytes    int64
@@ -138,6 +142,8 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
 	boolVar(fs, &cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
+	fs.StringVar(&cfg.topicAllow, "topic-allow", "", "regular expression every record's topic must match as a whole (e.g. 'outbox\\.event\\.[a-z_]+'); an event routed elsewhere is dead-lettered (reason topic_not_allowed) or, with --on-poison=halt, stops walrelay, and its topic is never created (empty: any topic; the dead-letter and checkpoint topics and __* are refused always)")
+	fs.IntVar(&cfg.maxCreated, "max-created-topics", 100, "most topics walrelay creates under --create-topics while it runs; an event whose missing topic would be one more is dead-lettered (reason topic_limit) or halts (0: no cap; existing topics do not count)")
 	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 6, "partitions of created topics")
 	fs.IntVar(&cfg.topicRF, "topic-replication-factor", -1, "replication factor of created topics (-1: the broker's default)")
 	fs.StringVar(&cfg.idColumn, "id-column", "id", "column holding the event id (header \"id\")")
@@ -156,6 +162,8 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.onPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
 	fs.StringVar(&cfg.dlqTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
 	fs.StringVar(&cfg.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
+	durationVar(fs, &cfg.httpIdle, "http-idle-timeout", 30*time.Second, "close an HTTP keep-alive connection after it has been idle this long (more than 0)")
+	fs.IntVar(&cfg.httpMaxConns, "http-max-connections", 64, "most connections --http-addr keeps open; at the limit a new one closes the one idle (or sending its headers) the longest")
 	boolVar(fs, &cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
 	size64Var(fs, &cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
 	boolVar(fs, &cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
@@ -494,6 +502,8 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		MaxMessageBytes:        int32(c.maxMessageBytes),
 		Linger:                 c.linger,
 		CreateTopics:           c.createTopics,
+		TopicAllow:             c.topicAllow,
+		MaxCreatedTopics:       c.maxCreated,
 		TopicPartitions:        int32(c.topicPartitions),
 		TopicReplicationFactor: int16(c.topicRF),
 		Null:                   c.benchNullSink,
@@ -525,6 +535,12 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	}
 	if c.checkpointTopic == "" {
 		errs = append(errs, fmt.Errorf("--checkpoint-topic is empty: name a compacted topic (default %s)", marker.DefaultTopic))
+	}
+	if c.httpIdle <= 0 {
+		errs = append(errs, fmt.Errorf("--http-idle-timeout %s: want more than 0 (default 30s)", c.httpIdle))
+	}
+	if c.httpMaxConns < 1 {
+		errs = append(errs, fmt.Errorf("--http-max-connections %d: want at least 1 (default 64)", c.httpMaxConns))
 	}
 	if c.logFormat != "json" && c.logFormat != "console" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", c.logFormat))
@@ -633,4 +649,9 @@ func indent(err error) string {
 		out += "  - " + line + "\n"
 	}
 	return out
+}
+
+// http is the HTTP endpoints' configuration.
+func (c *config) http() httpConfig {
+	return httpConfig{addr: c.httpAddr, pprof: c.httpPprof, idleTimeout: c.httpIdle, maxConns: c.httpMaxConns}
 }

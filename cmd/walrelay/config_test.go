@@ -55,6 +55,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"run", "--slot", "x"}, exitConfig, "set --pg-url or WALRELAY_PG_URL"},
 		{[]string{"run", "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--pg-url", "postgres://h/db"}, exitConfig, "needs --kafka-sasl-username and a password"},
 		{[]string{"run", "--kafka-tls-cert-file", "/nonexistent", "--pg-url", "postgres://h/db"}, exitConfig, "go together"},
+		{[]string{"run", "--topic-allow", "outbox.(", "--pg-url", "postgres://h/db"}, exitConfig, `topic allow pattern "outbox.("`},
+		{[]string{"run", "--max-created-topics", "-1", "--pg-url", "postgres://h/db"}, exitConfig, "max created topics -1"},
+		{[]string{"run", "--http-idle-timeout", "0s", "--pg-url", "postgres://h/db"}, exitConfig, "--http-idle-timeout 0s"},
+		{[]string{"run", "--http-max-connections", "0", "--pg-url", "postgres://h/db"}, exitConfig, "--http-max-connections 0"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -97,7 +97,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
 	if cfg.httpAddr != "" {
-		if _, err := serveHTTP(hctx, cfg.httpAddr, cfg.httpPprof, m, relay, log); err != nil {
+		if _, err := serveHTTP(hctx, cfg.http(), m, relay, log); err != nil {
 			log.Error("cannot serve http", zap.Error(err))
 			return exitConfig
 		}

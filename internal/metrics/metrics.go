@@ -28,6 +28,8 @@ type Metrics struct {
 
 	published        *prometheus.CounterVec
 	publishedByTopic sync.Map // topic → prometheus.Counter
+	topicSeries      int      // entries in publishedByTopic; under mu
+	publishedOther   prometheus.Counter
 	DeadLettered     *prometheus.CounterVec
 	Ignored          prometheus.Counter
 	OtherTables      prometheus.Counter
@@ -126,7 +128,7 @@ func New() *Metrics {
 	// Every reason shows from the start, so that alerts on increase() see
 	// the first dead letter.
 	for _, r := range []string{"null_key", "empty_key", "null_id", "invalid_topic", "missing_column",
-		"unsupported_type", "bad_value", "too_large", "rejected_by_broker", "other"} {
+		"unsupported_type", "bad_value", "too_large", "rejected_by_broker", "topic_not_allowed", "topic_limit", "other"} {
 		m.DeadLettered.WithLabelValues(r)
 	}
 	for _, s := range states {
@@ -136,6 +138,17 @@ func New() *Metrics {
 	return m
 }
 
+// MaxTopicSeries bounds the topic label values of
+// walrelay_events_published_total: the records of the topics met after
+// the first MaxTopicSeries are counted under topic=OtherTopic, so that
+// topics named by row data cannot grow the series without bound.
+const MaxTopicSeries = 100
+
+// OtherTopic is the topic label of the records of the topics past
+// MaxTopicSeries; parentheses are not allowed in a Kafka topic name, so it
+// never is one.
+const OtherTopic = "(other)"
+
 // Published counts one record acknowledged on topic. Safe for concurrent use.
 func (m *Metrics) Published(topic string, commit time.Time) {
 	if m == nil {
@@ -143,10 +156,31 @@ func (m *Metrics) Published(topic string, commit time.Time) {
 	}
 	c, ok := m.publishedByTopic.Load(topic)
 	if !ok {
-		c, _ = m.publishedByTopic.LoadOrStore(topic, m.published.WithLabelValues(topic))
+		c = m.topicCounter(topic)
 	}
 	c.(prometheus.Counter).Inc()
 	m.CommitToAck.Observe(time.Since(commit).Seconds())
+}
+
+// topicCounter is the counter of a topic not yet in publishedByTopic: its
+// own while fewer than MaxTopicSeries topics have one, else OtherTopic's.
+func (m *Metrics) topicCounter(topic string) prometheus.Counter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.publishedByTopic.Load(topic); ok {
+		return c.(prometheus.Counter)
+	}
+	// N.B. a topic past the cap is not stored: the map stays bounded too.
+	if m.topicSeries >= MaxTopicSeries {
+		if m.publishedOther == nil {
+			m.publishedOther = m.published.WithLabelValues(OtherTopic)
+		}
+		return m.publishedOther
+	}
+	c := m.published.WithLabelValues(topic)
+	m.publishedByTopic.Store(topic, c)
+	m.topicSeries++
+	return c
 }
 
 // DeadLetter counts one dead-lettered event.
