@@ -743,19 +743,27 @@ func (s *Sink) ensureTopics(ctx context.Context, events []decode.Event) (map[str
 	if len(missing) == 0 {
 		return nil, nil
 	}
-	missing, refused, err := s.screenTopics(ctx, missing)
+	missing, refused, details, err := s.screenTopics(ctx, missing)
 	if err != nil || len(missing) == 0 {
 		return refused, err
 	}
-	return refused, s.ensureTopic(ctx, missing...)
+	return refused, s.ensureListed(ctx, details, missing)
 }
 
 // ensureTopic checks topics, creating missing ones if allowed, and reads
 // their batch caps.
 func (s *Sink) ensureTopic(ctx context.Context, missing ...string) error {
-	details, err := s.adm.ListTopics(ctx, missing...)
-	if err != nil {
-		return fmt.Errorf("list topics: %w", err)
+	return s.ensureListed(ctx, nil, missing)
+}
+
+// ensureListed is ensureTopic with the topics' details listed already
+// (screenTopics), or nil to list them.
+func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, missing []string) error {
+	if details == nil {
+		var err error
+		if details, err = s.adm.ListTopics(ctx, missing...); err != nil {
+			return fmt.Errorf("list topics: %w", err)
+		}
 	}
 	var created []string
 	for _, t := range missing {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -87,10 +88,12 @@ func (s *Sink) refuse(topic string) error {
 }
 
 // screenTopics decides which of topics (not yet known, each once) the
-// part's events may go to. It returns those to check or create and, for
-// the others, why not. N.B. decided before anything is created: a topic
-// refused here is never created, and its events are poison events.
-func (s *Sink) screenTopics(ctx context.Context, topics []string) ([]string, map[string]error, error) {
+// part's events may go to. It returns those to check or create, for the
+// others why not, and the details of the topics it had to list (nil when
+// it listed none; ensureTopic then lists them). N.B. decided before
+// anything is created: a topic refused here is never created, and its
+// events are poison events.
+func (s *Sink) screenTopics(ctx context.Context, topics []string) ([]string, map[string]error, kadm.TopicDetails, error) {
 	var refused map[string]error
 	ok := topics[:0:0]
 	for _, t := range topics {
@@ -104,13 +107,13 @@ func (s *Sink) screenTopics(ctx context.Context, topics []string) ([]string, map
 		ok = append(ok, t)
 	}
 	if len(ok) == 0 || !s.cfg.CreateTopics || s.cfg.MaxCreatedTopics <= 0 {
-		return ok, refused, nil
+		return ok, refused, nil, nil
 	}
 	// N.B. which of them exist: only a topic walrelay would create
 	// counts against the cap (one admin request, for new topics only).
 	details, err := s.adm.ListTopics(ctx, ok...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list topics: %w", err)
+		return nil, nil, nil, fmt.Errorf("list topics: %w", err)
 	}
 	kept := ok[:0]
 	for _, t := range ok {
@@ -130,7 +133,7 @@ func (s *Sink) screenTopics(ctx context.Context, topics []string) ([]string, map
 			ErrTopicLimit, t, s.created.Count(), s.cfg.MaxCreatedTopics)
 		s.log.Warn("topic not created: --max-created-topics reached", zap.String("topic", t), zap.Int("max_created_topics", s.cfg.MaxCreatedTopics))
 	}
-	return kept, refused, nil
+	return kept, refused, details, nil
 }
 
 // refuseRecord dead-letters a record whose topic was refused, or halts.
