@@ -89,6 +89,9 @@ const (
 	BatchBytes    = 256 << 10
 )
 
+// slabBytes is the size of the buffers messages are copied into.
+const slabBytes = 64 << 10
+
 // Streamed reports whether the stream ever held the slot.
 func (s *Stream) Streamed() bool { return s.streamed.Load() }
 
@@ -133,6 +136,7 @@ type session struct {
 	// order; batchBytes is the sum of their lengths.
 	batch      []Message
 	batchBytes int64
+	slab       []byte // the room left in it holds the next messages' data
 	reader     *coalescingConn // the socket under the connection; nil if unknown
 }
 
@@ -454,7 +458,17 @@ func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- []Message
 		return nil
 	}
 	// pgconn reuses its buffer: copy what goes downstream.
-	wal := make([]byte, len(xld.WALData))
+	//
+	// N.B. into a slab shared by consecutive messages, one allocation per
+	// slabBytes instead of one per message; a slab is never written again
+	// once a message in it went downstream (the garbage collector frees it
+	// with the last message that points into it).
+	n := len(xld.WALData)
+	if cap(ss.slab)-len(ss.slab) < n {
+		ss.slab = make([]byte, 0, max(slabBytes, n))
+	}
+	wal := ss.slab[len(ss.slab) : len(ss.slab)+n : len(ss.slab)+n]
+	ss.slab = ss.slab[:len(ss.slab)+n]
 	copy(wal, xld.WALData)
 	// N.B. a Begin or Commit out of protocol order, or a malformed one,
 	// ends the session: the keepalive decision must not rest on it. It is
