@@ -136,7 +136,7 @@ type session struct {
 	// order; batchBytes is the sum of their lengths.
 	batch      []Message
 	batchBytes int64
-	slab       []byte // the room left in it holds the next messages' data
+	slab       []byte          // the room left in it holds the next messages' data
 	reader     *coalescingConn // the socket under the connection; nil if unknown
 }
 
