@@ -2,7 +2,8 @@
 //
 // Input: a pgoutput slot and publication (checked, or created, by Prepare)
 // and the position the checkpoint may confirm. Output: the WAL data of every
-// XLogData message, in stream order, on a bounded channel.
+// XLogData message, in stream order, in batches on a bounded channel (a
+// batch is handed on before any read that may block).
 // Invariant: the flush position sent to PostgreSQL never decreases and is
 // only ever the checkpoint watermark, or the keepalive WAL end while nothing
 // handed downstream is unacknowledged and no transaction is half received
