@@ -16,9 +16,11 @@ import (
 	"github.com/walrelay/walrelay/sink"
 )
 
-// bufferMessages is the capacity of the channel between replication and
-// decoding; the bytes in flight to Kafka are bounded by the sink.
-const bufferMessages = 1024
+// bufferBatches is the capacity of the channel between replication and
+// decoding, in batches (replication.BatchMessages messages at most); the
+// bytes it holds are bounded by replication.BufferBytes, the bytes in
+// flight to Kafka by the sink.
+const bufferBatches = 16
 
 // attempt runs one pipeline: one replication connection, one Kafka client,
 // one checkpoint tracker starting at the slot's confirmed position. The
@@ -90,7 +92,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		stream.ExpectTimeline(sc.Source.Timeline)
 	}
 	r.current.Store(&attemptState{stream: stream, tr: tr, snk: snk})
-	msgs := make(chan replication.Message, bufferMessages)
+	msgs := make(chan []replication.Message, bufferBatches)
 	drained := make(chan struct{})
 	pipelineDone := make(chan struct{})
 
@@ -110,48 +112,36 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 // decodeLoop decodes the stream's messages and hands each transaction part
 // to the sink, until msgs is closed (a graceful stop: it drains) or a stage
 // fails.
-func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message, drained chan<- struct{},
+func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan []replication.Message, drained chan<- struct{},
 	dec *decode.Decoder, roots *replication.Roots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
 	var ignored, other, nonTx uint64
 	for {
 		select {
-		case m, ok := <-msgs:
+		case batch, ok := <-msgs:
 			if !ok {
 				r.metrics.SetState(metrics.StateStopping)
 				return r.drain(ctx, snk, tr, ver, drained)
 			}
-			tx, err := dec.Decode(m.Data)
-			stream.Done(m)
-			if err != nil {
-				return fmt.Errorf("decode message at %s: %w", m.WALStart, err)
-			}
-			// N.B. a relation that is not an outbox may be an outbox's
-			// partition: asked once per Relation message, before any
-			// row of it is decoded, so that its rows are never taken
-			// for another table's and confirmed past.
-			for oid, _, ok := dec.Unresolved(); ok; oid, _, ok = dec.Unresolved() {
-				root, exists, err := roots.Root(ctx, oid)
+			var txs uint64
+			for _, m := range batch {
+				last, err := r.decodeOne(ctx, m, dec, roots, snk)
 				if err != nil {
-					return onPostgres(err)
-				}
-				if err := dec.Resolve(oid, root, exists); err != nil {
 					return err
 				}
+				if last {
+					txs++
+				}
 			}
+			stream.Done(batch)
 			// N.B. a non-transactional message comes outside any
-			// transaction: counted as it is decoded.
+			// transaction: counted as it is decoded (once per batch).
 			if n := dec.Stats.NonTransactional; n != nonTx {
 				r.metrics.MessagesNonTx.Add(float64(n - nonTx))
 				nonTx = n
 			}
-			if tx == nil {
-				continue
-			}
-			if err := snk.Produce(ctx, tx); err != nil {
-				return onKafka(err)
-			}
-			if tx.Last {
-				r.metrics.Transactions.Inc()
+			// N.B. counters once per batch, not per event.
+			if txs > 0 {
+				r.metrics.Transactions.Add(float64(txs))
 				if n := dec.Stats.Ignored; n != ignored {
 					r.metrics.Ignored.Add(float64(n - ignored))
 					ignored = n
@@ -169,6 +159,35 @@ func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan replication.Message,
 			return ctx.Err()
 		}
 	}
+}
+
+// decodeOne decodes one message and hands the transaction part it completes,
+// if any, to the sink; last reports whether that was a transaction's end.
+func (r *Relay) decodeOne(ctx context.Context, m replication.Message, dec *decode.Decoder, roots *replication.Roots, snk *sink.Sink) (last bool, err error) {
+	tx, err := dec.Decode(m.Data)
+	if err != nil {
+		return false, fmt.Errorf("decode message at %s: %w", m.WALStart, err)
+	}
+	// N.B. a relation that is not an outbox may be an outbox's
+	// partition: asked once per Relation message, before any
+	// row of it is decoded, so that its rows are never taken
+	// for another table's and confirmed past.
+	for oid, _, ok := dec.Unresolved(); ok; oid, _, ok = dec.Unresolved() {
+		root, exists, err := roots.Root(ctx, oid)
+		if err != nil {
+			return false, onPostgres(err)
+		}
+		if err := dec.Resolve(oid, root, exists); err != nil {
+			return false, err
+		}
+	}
+	if tx == nil {
+		return false, nil
+	}
+	if err := snk.Produce(ctx, tx); err != nil {
+		return false, onKafka(err)
+	}
+	return tx.Last, nil
 }
 
 // drain waits for outstanding acknowledgements after a graceful stop, then

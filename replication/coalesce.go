@@ -22,12 +22,26 @@ import (
 // return many messages and the server writes in larger chunks. An idle
 // stream is not affected (the next read blocks as before); a live one gains
 // at most readWait of latency.
+//
+// It also reads the socket in chunks of readBytes into a buffer of its own.
+//
+// N.B. pgconn reads 8 KiB at a time (its buffer's size); a backlog then
+// costs a read syscall per 8 KiB, about 16 single-row transactions. One read
+// per readBytes returns what the socket holds after a wait in one call.
 type coalescingConn struct {
 	net.Conn
 	raw     syscall.RawConn // of the TCP socket; nil when there is none
 	wait    time.Duration
-	drained bool // the last read returned less than asked for
+	drained bool // the last read of the socket returned less than asked for
+	buf     []byte
+	r, w    int // buf[r:w] is read from the socket and not yet returned
 }
+
+// readBytes is the size of coalescingConn's reads of the socket.
+const readBytes = 128 << 10
+
+// Buffered is the number of bytes read from the socket and not yet returned.
+func (c *coalescingConn) Buffered() int { return c.w - c.r }
 
 // quietLowat is the socket's receive low-water mark while the reader waits:
 // arriving data does not wake the process until this much is queued.
@@ -39,7 +53,15 @@ type coalescingConn struct {
 const quietLowat = 256 << 10
 
 func (c *coalescingConn) Read(p []byte) (int, error) {
-	if c.drained {
+	if c.r < c.w {
+		n := copy(p, c.buf[c.r:c.w])
+		c.r += n
+		return n, nil
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, readBytes)
+	}
+	if c.drained && c.wait > 0 {
 		c.drained = false
 		quiet := c.setLowat(quietLowat) == nil
 		time.Sleep(c.wait)
@@ -50,16 +72,26 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 			}
 		}
 	}
-	n, err := c.Conn.Read(p)
-	c.drained = err == nil && n > 0 && n < len(p)
-	return n, err
+	// N.B. a caller asking for more than the buffer holds reads straight
+	// into its own slice.
+	direct := len(p) >= len(c.buf)
+	dst := c.buf
+	if direct {
+		dst = p
+	}
+	n, err := c.Conn.Read(dst)
+	c.drained = err == nil && n > 0 && n < len(dst)
+	if direct {
+		return n, err
+	}
+	c.w = n
+	c.r = copy(p, c.buf[:n])
+	return c.r, err
 }
 
-// coalesceReads wraps the connections pc dials in a coalescingConn.
-func coalesceReads(pc *pgconn.Config, wait time.Duration) {
-	if wait <= 0 {
-		return
-	}
+// coalesceReads wraps the connections pc dials in a coalescingConn (which
+// waits only when wait > 0) and passes each to dialed.
+func coalesceReads(pc *pgconn.Config, wait time.Duration, dialed func(*coalescingConn)) {
 	dial := pc.DialFunc
 	pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
@@ -67,6 +99,9 @@ func coalesceReads(pc *pgconn.Config, wait time.Duration) {
 			return nil, err
 		}
 		cc := &coalescingConn{Conn: c, wait: wait}
+		if dialed != nil {
+			dialed(cc)
+		}
 		if sc, ok := c.(syscall.Conn); ok {
 			if raw, err := sc.SyscallConn(); err == nil {
 				cc.raw = raw

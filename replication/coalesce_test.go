@@ -101,3 +101,59 @@ func TestCoalescingConnDoesNotStallSmallMessages(t *testing.T) {
 		t.Fatalf("second read: %q, %v (SO_RCVLOWAT left high stalls small messages)", buf[:n], err)
 	}
 }
+
+// countingConn counts the reads of the connection under it.
+type countingConn struct {
+	net.Conn
+	reads int
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	c.reads++
+	return c.Conn.Read(p)
+}
+
+// TestCoalescingConnReadsTheSocketInLargeChunks: what the socket holds is
+// read from it in one read of up to readBytes, though pgconn asks for 8 KiB
+// at a time; the rest is served from the buffer, in order, and Buffered says
+// how much is left.
+func TestCoalescingConnReadsTheSocketInLargeChunks(t *testing.T) {
+	client, server := tcpPair(t)
+	counted := &countingConn{Conn: client}
+	cc := &coalescingConn{Conn: counted}
+	const total = 96 << 10
+	want := make([]byte, total)
+	for i := range want {
+		want[i] = byte(i % 251)
+	}
+	// 400-byte messages, the size of a single-row transaction's parts.
+	for off := 0; off < total; off += 400 {
+		if _, err := server.Write(want[off:min(off+400, total)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until the socket holds all of it: one 1-byte read, then the
+	// rest is in the buffer once a read of it returns everything.
+	var got []byte
+	p := make([]byte, 8192)
+	cc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for len(got) < total {
+		n, err := cc.Read(p)
+		if err != nil {
+			t.Fatalf("read after %d bytes: %v", len(got), err)
+		}
+		got = append(got, p[:n]...)
+		if n > 0 && cc.Buffered() == 0 && len(got) < total {
+			// The next read goes to the socket.
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("bytes differ from those written, or come in another order")
+	}
+	calls := total / len(p)
+	if counted.reads >= calls {
+		t.Errorf("%d reads of the socket for %d reads of 8 KiB: want fewer, the socket read in chunks of %d", counted.reads, calls, readBytes)
+	}
+	t.Logf("%d reads of the socket for %d bytes read 8 KiB at a time", counted.reads, total)
+}

@@ -2,8 +2,9 @@
 //
 // Input: a pgoutput slot and publication (checked, or created, by Prepare;
 // with the message source alone an empty publication, pgoutput's messages
-// option requested) and the position the checkpoint may confirm. Output: the WAL data of every
-// XLogData message, in stream order, on a bounded channel.
+// option requested) and the position the checkpoint may confirm. Output:
+// the WAL data of every XLogData message, in stream order, in batches on a
+// bounded channel (a batch is handed on before any read that may block).
 // Invariant: the flush position sent to PostgreSQL never decreases and is
 // only ever the checkpoint watermark, or the keepalive WAL end while nothing
 // handed downstream is unacknowledged and no transaction is half received

@@ -75,6 +75,23 @@ func (s *Stream) ExpectTimeline(tli int32) { s.timeline = tli }
 // (Done); a single larger message passes alone.
 const BufferBytes = 4 << 20
 
+// Batches of messages handed downstream: at most BatchMessages messages or
+// about BatchBytes bytes (a larger message goes alone).
+//
+// N.B. one channel send, and at most one wake-up of the decoding goroutine,
+// per batch instead of per message: in a backlog of single-row
+// transactions (four messages each) the per-message hand-off was a
+// goroutine wake-up (futex) per message, the largest share of walrelay's
+// CPU. A batch is handed on as soon as the connection has no further
+// message buffered, so a live stream waits for nothing.
+const (
+	BatchMessages = 512
+	BatchBytes    = 256 << 10
+)
+
+// slabBytes is the size of the buffers messages are copied into.
+const slabBytes = 64 << 10
+
 // Streamed reports whether the stream ever held the slot.
 func (s *Stream) Streamed() bool { return s.streamed.Load() }
 
@@ -90,9 +107,15 @@ func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
 	return &Stream{cfg: cfg.WithDefaults(), conf: conf, log: log.Named("replication"), buf: budget.New(BufferBytes)}
 }
 
-// Done says that the consumer of Run's messages no longer needs m's buffer
-// space: it has decoded it.
-func (s *Stream) Done(m Message) { s.buf.Release(int64(len(m.Data))) }
+// Done says that the consumer of Run's batches no longer needs batch's
+// buffer space: it has decoded it.
+func (s *Stream) Done(batch []Message) {
+	var n int64
+	for _, m := range batch {
+		n += int64(len(m.Data))
+	}
+	s.buf.Release(n)
+}
 
 // Received, Confirmed and ServerWALEnd report positions for metrics.
 func (s *Stream) Received() pglogrepl.LSN     { return pglogrepl.LSN(s.received.Load()) }
@@ -109,6 +132,12 @@ type session struct {
 	// watermark they say whether anything handed on is unacknowledged.
 	tx       pgoutput.TxState
 	received pglogrepl.LSN // WAL start of the last XLogData, or the start
+	// batch holds messages received and not yet handed downstream, in
+	// order; batchBytes is the sum of their lengths.
+	batch      []Message
+	batchBytes int64
+	slab       []byte          // the room left in it holds the next messages' data
+	reader     *coalescingConn // the socket under the connection; nil if unknown
 }
 
 // Run streams from start (the slot's confirmed_flush_lsn, or the slot's
@@ -116,8 +145,8 @@ type session struct {
 // is cancelled (abort: returns ctx.Err()) or stop is closed (graceful: the
 // transaction being received is finished, out is closed, and Run waits for
 // drained before it sends the final status update and returns nil).
-func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.LSN, out chan<- Message, drained <-chan struct{}) error {
-	conn, err := s.connect(ctx)
+func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.LSN, out chan<- []Message, drained <-chan struct{}) error {
+	conn, reader, err := s.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -176,7 +205,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 			zap.Stringer("read_lsn", start), zap.Stringer("lsn", held))
 		start = held
 	}
-	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, tx: pgoutput.NewTxState(start), received: start}
+	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, tx: pgoutput.NewTxState(start), received: start, reader: reader}
 	s.confirmed.Store(uint64(start))
 	s.beat.Store(time.Now().UnixNano())
 	s.streaming.Store(true)
@@ -260,29 +289,30 @@ func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, e
 	return lsn, nil
 }
 
-func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
+func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, error) {
 	pc, err := pgconn.ParseConfig(s.cfg.ConnString)
 	if err != nil {
-		return nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
+		return nil, nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
 	}
 	pc.RuntimeParams["replication"] = "database"
 	// N.B. a message above the limit is refused from its header, before its
 	// body is read: one huge row cannot take the memory.
 	pc.MaxProtocolMessageBodyLen = s.cfg.MaxMessageBytes
-	coalesceReads(pc, s.cfg.ReadWait)
+	var reader *coalescingConn // the last socket dialed: the one connected
+	coalesceReads(pc, s.cfg.ReadWait, func(c *coalescingConn) { reader = c })
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "walrelay"
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connect for replication: %w", err)
+		return nil, nil, fmt.Errorf("connect for replication: %w", err)
 	}
-	return conn, nil
+	return conn, reader, nil
 }
 
 // receive reads the stream until ctx is cancelled (error) or stopCtx is
 // done and no transaction is half received (nil).
-func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- Message) error {
+func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- []Message) error {
 	interval := s.cfg.StatusInterval
 	nextStatus := time.Now().Add(interval)
 	var stopBy time.Time
@@ -312,7 +342,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 			}
 		}
 		if !stopBy.IsZero() && (!ss.tx.InTx() || now.After(stopBy)) {
-			return nil
+			return s.flush(ctx, ss, out, timer, &nextStatus)
 		}
 		if !now.Before(nextStatus) {
 			if err := s.sendStatusReq(ss, now.Sub(lastRecv) > 2*interval); err != nil {
@@ -328,6 +358,13 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- M
 		// was overwritten is seen here.
 		if ctx.Err() != nil || (stopBy.IsZero() && stopCtx.Err() != nil) {
 			continue
+		}
+		// N.B. the batch goes downstream before a read that may block:
+		// no message waits for the next one to arrive.
+		if len(ss.batch) > 0 && !ss.buffered() {
+			if err := s.flush(ctx, ss, out, timer, &nextStatus); err != nil {
+				return err
+			}
 		}
 		msg, err := ss.conn.ReceiveMessage(context.Background())
 		if err != nil {
@@ -377,7 +414,7 @@ func (s *Stream) readError(ss *session, err error, lastRecv time.Time) error {
 
 // copyData handles one CopyData message of the replication stream, by its
 // first byte.
-func (s *Stream) copyData(ctx context.Context, ss *session, out chan<- Message, data []byte, timer *time.Timer, nextStatus *time.Time) error {
+func (s *Stream) copyData(ctx context.Context, ss *session, out chan<- []Message, data []byte, timer *time.Timer, nextStatus *time.Time) error {
 	if len(data) == 0 {
 		return errors.New("receive: empty CopyData")
 	}
@@ -413,9 +450,9 @@ func (s *Stream) keepalive(ss *session, data []byte, nextStatus *time.Time) erro
 	return nil
 }
 
-// xlogData hands one message's WAL data downstream and follows its
-// transaction boundaries.
-func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- Message, data []byte, timer *time.Timer, nextStatus *time.Time) error {
+// xlogData adds one message's WAL data to the batch going downstream and
+// follows its transaction boundaries.
+func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- []Message, data []byte, timer *time.Timer, nextStatus *time.Time) error {
 	xld, err := pglogrepl.ParseXLogData(data)
 	if err != nil {
 		return fmt.Errorf("parse xlogdata: %w", err)
@@ -424,27 +461,59 @@ func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- Message, 
 		return nil
 	}
 	// pgconn reuses its buffer: copy what goes downstream.
-	wal := make([]byte, len(xld.WALData))
+	//
+	// N.B. into a slab shared by consecutive messages, one allocation per
+	// slabBytes instead of one per message; a slab is never written again
+	// once a message in it went downstream (the garbage collector frees it
+	// with the last message that points into it).
+	n := len(xld.WALData)
+	if cap(ss.slab)-len(ss.slab) < n {
+		ss.slab = make([]byte, 0, max(slabBytes, n))
+	}
+	wal := ss.slab[len(ss.slab) : len(ss.slab)+n : len(ss.slab)+n]
+	ss.slab = ss.slab[:len(ss.slab)+n]
 	copy(wal, xld.WALData)
-	m := Message{WALStart: xld.WALStart, Data: wal}
-	if err := s.hand(ctx, ss, out, m, timer, nextStatus); err != nil {
-		return err
+	// N.B. a Begin or Commit out of protocol order, or a malformed one,
+	// ends the session: the keepalive decision must not rest on it. It is
+	// observed when batched: a commit in the batch counts as handed on,
+	// and as unacknowledged, so an idle keepalive cannot confirm past it.
+	if err := ss.tx.Observe(wal); err != nil {
+		return fmt.Errorf("receive at %s: %w", xld.WALStart, err)
 	}
 	s.received.Store(uint64(xld.WALStart))
 	ss.received = xld.WALStart
-	// N.B. a Begin or Commit out of protocol order, or a malformed one,
-	// ends the session: the keepalive decision must not rest on it.
-	if err := ss.tx.Observe(wal); err != nil {
-		return fmt.Errorf("receive at %s: %w", xld.WALStart, err)
+	if ss.batch == nil {
+		ss.batch = make([]Message, 0, 64)
+	}
+	ss.batch = append(ss.batch, Message{WALStart: xld.WALStart, Data: wal})
+	ss.batchBytes += int64(len(wal))
+	if len(ss.batch) >= BatchMessages || ss.batchBytes >= BatchBytes {
+		return s.flush(ctx, ss, out, timer, nextStatus)
 	}
 	return nil
 }
 
-// hand sends m downstream once it fits in the buffer (BufferBytes, and the
-// channel's capacity). While it waits it keeps sending status updates, so a
-// slow Kafka never lets wal_sender_timeout expire.
-func (s *Stream) hand(ctx context.Context, ss *session, out chan<- Message, m Message, timer *time.Timer, nextStatus *time.Time) error {
-	n := int64(len(m.Data))
+// buffered reports whether a message may be read without waiting for the
+// socket: bytes wait in pgconn's buffer or in the socket reader's.
+func (ss *session) buffered() bool {
+	return ss.conn.Frontend().ReadBufferLen() > 0 || (ss.reader != nil && ss.reader.Buffered() > 0)
+}
+
+// flush hands the batch downstream, if there is one.
+func (s *Stream) flush(ctx context.Context, ss *session, out chan<- []Message, timer *time.Timer, nextStatus *time.Time) error {
+	if len(ss.batch) == 0 {
+		return nil
+	}
+	// N.B. the consumer owns a batch once it is sent: a new one is started.
+	b, n := ss.batch, ss.batchBytes
+	ss.batch, ss.batchBytes = make([]Message, 0, cap(b)), 0
+	return s.hand(ctx, ss, out, b, n, timer, nextStatus)
+}
+
+// hand sends batch m (of n bytes) downstream once it fits in the buffer
+// (BufferBytes, and the channel's capacity). While it waits it keeps sending
+// status updates, so a slow Kafka never lets wal_sender_timeout expire.
+func (s *Stream) hand(ctx context.Context, ss *session, out chan<- []Message, m []Message, n int64, timer *time.Timer, nextStatus *time.Time) error {
 	fits := s.buf.TryAcquire(n)
 	if fits {
 		select {
@@ -456,7 +525,7 @@ func (s *Stream) hand(ctx context.Context, ss *session, out chan<- Message, m Me
 	for {
 		// N.B. a nil channel disables its case: first wait for room in
 		// the buffer, then for the channel.
-		var send chan<- Message
+		var send chan<- []Message
 		var room <-chan struct{}
 		if fits {
 			send = out

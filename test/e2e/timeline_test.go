@@ -203,7 +203,7 @@ func TestStreamRefusesAnotherTimeline(t *testing.T) {
 	s.ExpectTimeline(tli + 1)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	err := s.Run(ctx, nil, at, make(chan replication.Message, 16), nil)
+	err := s.Run(ctx, nil, at, make(chan []replication.Message, 16), nil)
 	if want := fmt.Sprintf("the server is on timeline %d, not %d", tli, tli+1); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("stream expecting timeline %d on a server of timeline %d: %v, want an error saying %q", tli+1, tli, err, want)
 	}

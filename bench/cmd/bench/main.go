@@ -30,8 +30,11 @@ import (
 
 // Relay names.
 const (
-	relayRecv     = "pg_recvlogical"
-	relayNull     = "walrelay-null"
+	relayRecv = "pg_recvlogical"
+	relayNull = "walrelay-null"
+	// beforeSuffix names a walrelay relay (walrelay-before,
+	// walrelay-null-before) run with -walrelay-before's binary.
+	beforeSuffix  = "-before"
 	relayWalrelay = "walrelay"
 	relayEOS      = "walrelay-eos" // walrelay --exactly-once
 	relayNew      = "walrelay-new" // walrelay on topics it creates (wrnew.*)
@@ -90,7 +93,7 @@ func parseConfig() (*config, error) {
 	fs.BoolVar(&c.profile, "profile", envOr("BENCH_PROFILE", "") != "", "write walrelay CPU profiles of the W1 drains and of W2 next to the results (BENCH_PROFILE=1)")
 	fs.StringVar(&c.outDir, "out", envOr("BENCH_OUT", "bench/results"), "results directory (BENCH_OUT)")
 	fs.StringVar(&c.walrelayBin, "walrelay", envOr("BENCH_WALRELAY", ""), "walrelay binary (default: build ./cmd/walrelay) (BENCH_WALRELAY)")
-	fs.StringVar(&c.walrelayBefore, "walrelay-before", envOr("BENCH_WALRELAY_BEFORE", ""), "newtopic: a second walrelay binary (e.g. of the commit before a change) run alternately with the first (BENCH_WALRELAY_BEFORE)")
+	fs.StringVar(&c.walrelayBefore, "walrelay-before", envOr("BENCH_WALRELAY_BEFORE", ""), "a second walrelay binary (e.g. of the commit before a change): newtopic runs it alternately with the first; the relays walrelay-before and walrelay-null-before run it on W1 (BENCH_WALRELAY_BEFORE)")
 	newTopics := fs.String("newtopics", envOr("BENCH_NEWTOPICS", "3"), "newtopic: new aggregate types (topics walrelay creates) per walrelay start (BENCH_NEWTOPICS)")
 	newTopicRounds := fs.String("newtopic-rounds", envOr("BENCH_NEWTOPIC_ROUNDS", "2"), "newtopic: walrelay starts per binary (BENCH_NEWTOPIC_ROUNDS)")
 	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")
@@ -127,6 +130,11 @@ func parseConfig() (*config, error) {
 	for _, r := range strings.Split(*relays, ",") {
 		switch r = strings.TrimSpace(r); r {
 		case relayRecv, relayNull, relayWalrelay, relayEOS, relayNew, relayDebezium:
+			c.relays = append(c.relays, r)
+		case relayWalrelay + beforeSuffix, relayNull + beforeSuffix:
+			if c.walrelayBefore == "" {
+				errs = append(errs, fmt.Sprintf("-relays: %s needs -walrelay-before (BENCH_WALRELAY_BEFORE)", r))
+			}
 			c.relays = append(c.relays, r)
 		case "":
 		default:
@@ -236,6 +244,8 @@ func topicPrefix(relay string) string {
 		return "wreos."
 	case relayNew:
 		return "wrnew."
+	case relayWalrelay + beforeSuffix:
+		return "wrbefore."
 	}
 	return "wr."
 }

@@ -81,8 +81,15 @@ func (b *bench) startRelay(ctx context.Context, relay, slot string, endpos pglog
 		r.t0 = time.Now()
 		r.proc, err = rig.StartProc(relayRecv, filepath.Join(b.logDir("logs"), slot+".log"), nil,
 			append([]string{b.recvBin()}, recvArgs(b.dsn, slot, slot, endpos)...)...)
-	case relayWalrelay, relayNull, relayEOS, relayNew:
-		args := b.walrelayArgs(slot, slot, relay == relayNull, profile)
+	case relayWalrelay, relayNull, relayEOS, relayNew, relayWalrelay + beforeSuffix, relayNull + beforeSuffix:
+		bin := b.bin
+		if strings.HasSuffix(relay, beforeSuffix) {
+			bin = b.cfg.walrelayBefore
+		}
+		args := b.walrelayArgs(slot, slot, strings.TrimSuffix(relay, beforeSuffix) == relayNull, profile)
+		if relay == relayWalrelay+beforeSuffix {
+			args = append(args, "--topic", topicPrefix(relay)+"${aggregatetype}")
+		}
 		if relay == relayEOS {
 			args = append(args, "--exactly-once", "--topic", topicPrefix(relay)+"${aggregatetype}", "--checkpoint-topic", "wreos.checkpoints")
 		}
@@ -98,7 +105,7 @@ func (b *bench) startRelay(ctx context.Context, relay, slot string, endpos pglog
 			r.metrics = "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 		}
 		r.t0 = time.Now()
-		r.proc, err = rig.StartWalrelay(b.bin, filepath.Join(b.logDir("logs"), slot+"-"+time.Now().Format("150405")+".log"), args...)
+		r.proc, err = rig.StartWalrelay(bin, filepath.Join(b.logDir("logs"), slot+"-"+time.Now().Format("150405")+".log"), args...)
 	case relayDebezium:
 		r.worker, err = rig.StartConnect(ctx, b.libs, workerDir, b.env.Brokers, rig.DebeziumWorkerProps(b.cfg.status, 1048588))
 		if err != nil {

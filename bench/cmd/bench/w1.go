@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +43,7 @@ func (b *bench) runW1(ctx context.Context) error {
 				// N.B. walrelay creates this one, when its first record comes.
 				fresh = append(fresh, topicPrefix(r)+wl)
 			}
-			if r == relayWalrelay || r == relayEOS || r == relayDebezium {
+			if r == relayWalrelay || r == relayWalrelay+beforeSuffix || r == relayEOS || r == relayDebezium {
 				topics = append(topics, topicPrefix(r)+wl)
 			}
 		}
@@ -170,11 +171,11 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	}
 	defer w.Close()
 	profile := ""
-	if b.profiling && (relay == relayWalrelay || relay == relayNull || relay == relayNew) {
+	if b.profiling && (strings.HasPrefix(relay, relayWalrelay) && relay != relayEOS) {
 		profile, _ = filepath.Abs(fmt.Sprintf("%s-%s-%s.pprof", b.base, wl, relay))
 		d.Profile = filepath.Base(profile)
 	}
-	kafka := relay == relayWalrelay || relay == relayEOS || relay == relayNew || relay == relayDebezium
+	kafka := relay == relayWalrelay || relay == relayWalrelay+beforeSuffix || relay == relayEOS || relay == relayNew || relay == relayDebezium
 	topic := topicPrefix(relay) + wl
 
 	d.LoadBefore = rig.LoadAvg()
