@@ -374,11 +374,40 @@ func (d *Decoder) encodeKey(rel *relation, key []byte) ([]byte, error) {
 
 // encodeValue returns the value in a json format, in d.vbuf.
 func (d *Decoder) encodeValue(rel *relation, cols []pgoutput.TupleCol) ([]byte, error) {
-	b := append(d.vbuf[:0], rel.valPre...)
+	b := d.vbuf[:0]
 	p := cols[rel.payloadIdx]
 	var err error
-	if b, d.tmp, err = appendJSONValue(b, rel.payloadKind, p.Kind == pgoutput.KindNull, p.Data, d.tmp); err != nil {
-		return nil, fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err)
+	var exp expansion
+	if d.cfg.ExpandJSONPayload && p.Kind == pgoutput.KindText && !rel.payloadBytea {
+		// N.B. allocates per event (the parsed tree): only with the option.
+		if exp, err = (inferrer{d.cfg.ExpandJSONNullAsBytes}).expandPayload(d.cfg.PayloadColumn, p.Data); err != nil {
+			return nil, fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err)
+		}
+	}
+	switch {
+	case !exp.done:
+		b = append(b, rel.valPre...)
+		if b, d.tmp, err = appendJSONValue(b, rel.payloadKind, p.Kind == pgoutput.KindNull, p.Data, d.tmp); err != nil {
+			return nil, fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err)
+		}
+	case exp.schema == nil && len(rel.envIdx) > 0:
+		// N.B. the envelope's schema cannot take the payload's null
+		// schema: Debezium's task fails (SchemaBuilderException).
+		return nil, fmt.Errorf("%w: column %q is [], which has no schema once expanded, and Debezium's router fails its task building the envelope of it", ErrBadValue, d.cfg.PayloadColumn)
+	case d.cfg.ValueFormat == FormatJSONSchema && exp.schema == nil:
+		b = append(b, `{"schema":null,"payload":`...)
+		b = appendJSONString(b, p.Data)
+	case d.cfg.ValueFormat == FormatJSONSchema:
+		b = append(b, `{"schema":`...)
+		b = appendSchema(b, exp.schema, "", false)
+		b = append(b, `,"payload":`...)
+		b = append(b, exp.data...)
+	case exp.schema == nil:
+		b = append(b, rel.valPre...)
+		b = appendJSONString(b, p.Data)
+	default:
+		b = append(b, rel.valPre...)
+		b = append(b, exp.data...)
 	}
 	for i, ci := range rel.envIdx {
 		b = append(b, rel.envNames[i]...)
@@ -440,6 +469,12 @@ func MappedColumns(c Config) (map[string]string, error) {
 	}
 	for _, f := range c.EnvelopeFields {
 		want[f.Column] = "--envelope-columns"
+	}
+	if c.PartitionColumn != "" {
+		want[c.PartitionColumn] = "--partition-column"
+	}
+	if c.TimestampColumn != "" {
+		want[c.TimestampColumn] = "--timestamp-column"
 	}
 	if c.TopicRegex != "" {
 		want[c.RouteColumn] = "--route-column"

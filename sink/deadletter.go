@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pglogrepl"
@@ -306,7 +307,8 @@ func cutUTF8(b []byte, n int) []byte {
 // for every part cost about 3% of walrelay's CPU in a drain of single-row
 // transactions (fmt.Sprintf in LSN.String).
 type recordMeta struct {
-	table     string
-	commitLSN pglogrepl.LSN
-	xid       uint32
+	table      string
+	commitLSN  pglogrepl.LSN
+	xid        uint32
+	commitTime time.Time // the transaction's, for the commit-to-ack latency
 }

@@ -36,6 +36,7 @@ type configuration struct {
 	edit        func(conf map[string]string, pfx string)
 	topics      []string
 	checkRows   bool     // also compare each side with the rows as PostgreSQL renders them
+	eventStamp  bool     // record timestamps come from the occurred column (compared with PostgreSQL's value)
 	outboxes    []string // the outbox tables (table.include.list); default outbox and outbox_json
 }
 
@@ -102,6 +103,14 @@ func configurations() []configuration {
 				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType,id:envelope,aggregatetype:header:kind"
 			},
 			topics: aggTypes,
+		},
+		{
+			name: "placement", about: "table.fields.additional.placement with partition (integer column; NULL: key hash) and table.field.event.timestamp (timestamp column; NULL: processing/commit time)",
+			edit: func(c map[string]string, _ string) {
+				c["transforms.outbox.table.fields.additional.placement"] = "type:header:eventType,part:partition"
+				c["transforms.outbox.table.field.event.timestamp"] = "occurred"
+			},
+			topics: aggTypes[:3], outboxes: []string{"outbox_placed"}, eventStamp: true,
 		},
 		{
 			name: "tombstone", about: "route.tombstone.on.empty.payload=true (StringConverter)",
@@ -241,7 +250,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 			s := "compat_" + cf.name + "_" + side
 			// N.B. every publication has all three tables: a table that is
 			// not one of the configuration's outboxes is ignored by both.
-			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes WITH (publish = 'insert')`); err != nil {
+			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed WITH (publish = 'insert')`); err != nil {
 				return nil, err
 			}
 			if err := rig.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
@@ -364,7 +373,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		c := rep.Configs[i]
 		c.Walrelay, c.Debezium = len(wrRecs[i]), len(dbzRecs[i])
 		c.Rows = len(cf.rows(rows))
-		compare(c, cf.rows(rows), labels, wrRecs[i], dbzRecs[i], "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows)
+		compare(c, cf.rows(rows), labels, wrRecs[i], dbzRecs[i], "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows, cf.eventStamp)
 		rep.Unexpected += c.Unexpected
 	}
 	// Last, the switches from a running Debezium to walrelay; the second
