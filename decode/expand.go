@@ -147,7 +147,7 @@ func numberNode(lit string) (*jnode, error) {
 
 // cschema is a Connect schema as JsonSchemaData infers it.
 type cschema struct {
-	typ      string // "string", "boolean", "int32", "int64", "float64", "bytes", "array", "struct"
+	typ      string // as JsonConverter names it: "string", "boolean", "int32", "int64", "double", "bytes", "array", "struct"
 	optional bool
 	name     string
 	hasName  bool
@@ -165,7 +165,7 @@ var (
 	schBool    = &cschema{typ: "boolean", optional: true}
 	schInt32   = &cschema{typ: "int32", optional: true}
 	schInt64   = &cschema{typ: "int64", optional: true}
-	schFloat64 = &cschema{typ: "float64", optional: true}
+	schFloat64 = &cschema{typ: "double", optional: true} // N.B. JsonConverter's name for FLOAT64
 	schBytes   = &cschema{typ: "bytes", optional: true}
 )
 
@@ -424,7 +424,7 @@ func appendData(dst []byte, s *cschema, n *jnode) ([]byte, error) {
 			return dst, errConverter
 		}
 		return strconv.AppendInt(dst, n.ival, 10), nil
-	case "float64":
+	case "double":
 		// N.B. JsonSchemaData gives a big integer a BigDecimal, which an
 		// INT64/FLOAT64 field refuses; an int in a float64 field too.
 		if n.kind != jDouble {

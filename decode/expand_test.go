@@ -43,7 +43,7 @@ func TestExpandJSONPayload(t *testing.T) {
 		{"member types differ between objects: fails", js, text(`{"o": [{"x": 1}, {"x": "a"}]}`), ``, ErrBadValue},
 		{"json-schema: inferred schema", jss, text(`{"i": 7, "s": "x", "o": {"p": [1.5]}}`),
 			`{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"i"},{"type":"string","optional":true,"field":"s"},` +
-				`{"type":"struct","fields":[{"type":"array","items":{"type":"float64","optional":true},"optional":true,"field":"p"}],"optional":true,"name":"payload.o","field":"o"}],"optional":true,"name":"payload"},` +
+				`{"type":"struct","fields":[{"type":"array","items":{"type":"double","optional":true},"optional":true,"field":"p"}],"optional":true,"name":"payload.o","field":"o"}],"optional":true,"name":"payload"},` +
 				`"payload":{"i":7,"s":"x","o":{"p":[1.5]}}}`, nil},
 		{"json-schema: merged objects are a required struct", jss, text(`{"o": [{"x": 1}, {"y": true}]}`),
 			`{"schema":{"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"x"},{"type":"boolean","optional":true,"field":"y"}],"optional":false,"name":"payload.o"},"optional":true,"field":"o"}],"optional":true,"name":"payload"},` +

@@ -174,3 +174,49 @@ func TestJSONSchemaNullabilityMismatchRefused(t *testing.T) {
 		t.Errorf("walrelay check with --nullable-columns '': exit code %d, want 0:\n%s", code, out)
 	}
 }
+
+// TestCheckDebeziumSlot: walrelay check against the slot and publication
+// Debezium's PostgreSQL connector creates (CREATE_REPLICATION_SLOT ...
+// pgoutput; publication.autocreate.mode all_tables: FOR ALL TABLES,
+// filtered: FOR TABLE of the include list, both with every operation
+// published) says what it found — plugin, scope, operations, the slot's
+// confirmed position as pg_replication_slots has it — and that walrelay
+// can take it over; a slot of another plugin fails the check (exit 2).
+func TestCheckDebeziumSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pub := pgx.Identifier{e.Pub}.Sanitize()
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
+	e.Bed.Exec(t, e.DSN, `INSERT INTO orders (customer, total) VALUES ('c', 1)`)
+	var confirmed string
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ mode, ddl, scope string }{
+		{"all_tables", `CREATE PUBLICATION ` + pub + ` FOR ALL TABLES`, "FOR ALL TABLES (all tables)"},
+		{"filtered", `CREATE PUBLICATION ` + pub + ` FOR TABLE public.outbox, public.orders`, "filtered, tables public.orders, public.outbox"},
+	} {
+		e.Bed.Exec(t, e.DSN, `DROP PUBLICATION IF EXISTS `+pub)
+		e.Bed.Exec(t, e.DSN, tc.ddl)
+		code, out := runOnce(t, nil, e.runArgs("check", "--create=false")...)
+		if code != 0 {
+			t.Errorf("%s: walrelay check: exit code %d, want 0:\n%s", tc.mode, code, out)
+		}
+		for _, want := range []string{
+			"PASS  slot takeover: found slot " + strconv.Quote(e.Slot) + " (plugin pgoutput, inactive, confirmed_flush_lsn " + confirmed + ")",
+			tc.scope + "; publishes insert, update, delete, truncate",
+			"walrelay can take it over: it streams from " + confirmed,
+			"updates, deletes, truncates of the outbox",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: walrelay check output lacks %q:\n%s", tc.mode, want, out)
+			}
+		}
+	}
+	other := e.Slot + "_decoding"
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, other)
+	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, other) })
+	if code, out := runOnce(t, nil, e.runArgs("check", "--create=false", "--slot", other)...); code != 2 || !strings.Contains(out, "test_decoding") {
+		t.Errorf("walrelay check on a test_decoding slot: exit code %d, want 2 naming the plugin:\n%s", code, out)
+	}
+}

@@ -113,6 +113,22 @@ func configurations() []configuration {
 			topics: aggTypes[:3], outboxes: []string{"outbox_placed"}, eventStamp: true,
 		},
 		{
+			name: "expand", about: "table.expand.json.payload=true with JsonConverter (schemas.enable=false): objects, arrays, nulls, [] and scalars",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "false"
+				c["transforms.outbox.table.expand.json.payload"] = "true"
+			},
+			topics: aggTypes[:1], outboxes: []string{"outbox_expand"},
+		},
+		{
+			name: "expandschema", about: "table.expand.json.payload=true with JsonConverter (schemas.enable=true): the schema Debezium infers from each payload",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
+				c["transforms.outbox.table.expand.json.payload"] = "true"
+			},
+			topics: aggTypes[:1], outboxes: []string{"outbox_expand"},
+		},
+		{
 			name: "tombstone", about: "route.tombstone.on.empty.payload=true (StringConverter)",
 			edit: func(c map[string]string, _ string) {
 				c["transforms.outbox.route.tombstone.on.empty.payload"] = "true"
@@ -250,7 +266,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 			s := "compat_" + cf.name + "_" + side
 			// N.B. every publication has all three tables: a table that is
 			// not one of the configuration's outboxes is ignored by both.
-			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed WITH (publish = 'insert')`); err != nil {
+			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed, public.outbox_expand WITH (publish = 'insert')`); err != nil {
 				return nil, err
 			}
 			if err := rig.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {

@@ -211,6 +211,15 @@ CREATE TABLE outbox_placed (
   payload       jsonb,
   part          integer,
   occurred      timestamp
+);
+-- table.expand.json.payload: payloads of every shape the inference takes,
+-- and some it leaves as they are.
+CREATE TABLE outbox_expand (
+  id            uuid PRIMARY KEY,
+  aggregatetype text NOT NULL,
+  aggregateid   text NOT NULL,
+  type          text NOT NULL,
+  payload       jsonb
 );`
 
 // ins is one insert: its payload is an SQL expression.
@@ -268,6 +277,21 @@ func transactions() (committed [][]ins, rolledBack []ins, deleted ins) {
 	}, []ins{
 		{"partition 2, leap day", p, "Order", "order-3", "OrderCreated", `'{"n": 6}', 2, '2020-02-29 23:59:59.999999'`},
 		{"partition 4, same key other partition", p, "Order", "order-1", "OrderCreated", `'{"n": 7}', 4, '2025-06-01 15:04:05.000001'`},
+	})
+	e := "outbox_expand"
+	committed = append(committed, []ins{
+		{"expand: every kind", e, "Order", "order-1", "OrderCreated", `'{"b": true, "i": 7, "l": 3000000000, "d": 2.50, "s": "ü \"q\" 🎉 back\\slash", "n": null, "e": [], "o": {"p": {"q": [1, 2, null]}}, "neg": -12, "f": 1e-5, "big": 12345678.5, "one": 1.0}'`},
+		{"expand: arrays of objects and strings", e, "Order", "order-2", "OrderCreated", `'{"items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}], "tags": ["x", "y"]}'`},
+		{"expand: empty object", e, "Order", "order-3", "OrderCreated", `'{}'`},
+		{"expand: empty array", e, "Order", "order-3", "OrderCreated", `'[]'`},
+		{"expand: string scalar", e, "Order", "order-4", "OrderCreated", `'"just a string"'`},
+		{"expand: number scalar", e, "Order", "order-4", "OrderCreated", `'42'`},
+		{"expand: NULL payload", e, "Order", "order-5", "OrderDeleted", `NULL`},
+	}, []ins{
+		{"expand: mixed array left as it is", e, "Order", "order-6", "OrderCreated", `'{"m": [1, "a"]}'`},
+		{"expand: arrays of arrays", e, "Order", "order-6", "OrderCreated", `'{"nested": [[1, 2], [3]]}'`},
+		{"expand: only nulls left as it is", e, "Order", "order-7", "OrderCreated", `'{"only_nulls": [null]}'`},
+		{"expand: doubles and longs", e, "Order", "order-7", "OrderCreated", `'{"zero": 0.0, "tiny": 0.001, "e7": 10000000.0, "lng": -3000000000, "third": 0.3333333333333333}'`},
 	})
 	rolledBack = []ins{{"rolled back", o, "Order", "order-rb", "OrderCreated", `'{"never": true}'`}}
 	deleted = ins{"deleted in its own transaction", o, "Order", "order-del", "OrderCreated", `'{"deleted": true}'`}
@@ -335,7 +359,7 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 		return nil, nil, err
 	}
 	rows := map[string]row{}
-	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes", "outbox_placed"} {
+	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes", "outbox_placed", "outbox_expand"} {
 		stamp := "NULL::bigint"
 		if t == "outbox_placed" {
 			// N.B. the expected record timestamp, from PostgreSQL: the
