@@ -141,6 +141,15 @@ type Config struct {
 	// schema instead of leaving it out (the router's
 	// table.json.payload.null.behavior=optional_bytes). Default false.
 	ExpandJSONNullAsBytes bool
+	// SchemaNamePrefix is Debezium's topic.prefix, the start of the
+	// struct name FormatJSONSchema gives a value with EnvelopeFields
+	// (PREFIX.SCHEMA.TABLE.ROUTE.Value). Needed with both. Default "".
+	SchemaNamePrefix string
+	// SchemaVersionColumn, when set, is an integer column whose value is
+	// the version FormatJSONSchema gives a value with EnvelopeFields (the
+	// router's table.field.event.schema.version); it changes no other
+	// record. Default "": no version.
+	SchemaVersionColumn string
 	// ResolvePartitions holds back each relation that is not an outbox
 	// until the caller says whether it is a partition of one (Unresolved,
 	// Resolve); a change to it before that is an error. Default false:
@@ -208,8 +217,11 @@ func (c Config) Validate() error {
 	if !validFormat(c.ValueFormat) {
 		errs = append(errs, fmt.Errorf("value format %q: want %s", c.ValueFormat, strings.Join(formats, ", ")))
 	}
-	if len(c.EnvelopeFields) > 0 && c.ValueFormat != FormatJSON {
-		errs = append(errs, fmt.Errorf("envelope fields need value format %s (JsonConverter, schemas.enable=false), not %q", FormatJSON, c.ValueFormat))
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat != FormatJSON && c.ValueFormat != FormatJSONSchema {
+		errs = append(errs, fmt.Errorf("envelope fields need value format %s or %s (JsonConverter), not %q", FormatJSON, FormatJSONSchema, c.ValueFormat))
+	}
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat == FormatJSONSchema && c.SchemaNamePrefix == "" {
+		errs = append(errs, fmt.Errorf("envelope fields with value format %s need the schema name prefix (--debezium-topic-prefix: Debezium's topic.prefix, which names the value's struct)", FormatJSONSchema))
 	}
 	if c.ExpandJSONPayload && c.ValueFormat == FormatString {
 		errs = append(errs, fmt.Errorf("expanding JSON payloads needs value format %s or %s: StringConverter writes an expanded payload as Java's Struct.toString(), which walrelay does not reproduce", FormatJSON, FormatJSONSchema))
@@ -352,6 +364,7 @@ type relation struct {
 	payloadBytea              bool
 	headerIdx                 []int
 	partIdx, stampIdx         int // -1: not configured
+	routeIdx, versionIdx      int // the json-schema envelope's route and version columns; -1: none
 	topicParts                []templatePart
 	topicCols                 []int
 	topics                    map[string]string // rendered template values → validated topic
@@ -365,6 +378,9 @@ type relation struct {
 	envIdx                         []int
 	envNames                       []string
 	envKinds                       []jsonKind
+	// json-schema with envelope fields: the payload column's schema and
+	// the struct's fields (the payload's and each placed column's).
+	payloadSchema, envFields string
 
 	// Set with Config.ResolvePartitions (see partition.go): pending until
 	// Resolve; partition names the partition whose rows are this outbox's;
@@ -391,6 +407,9 @@ type Decoder struct {
 	re    *topicRegex
 	// Scratch for the json formats: the key, the value, a bytea's bytes.
 	kbuf, vbuf, tmp []byte
+	// structs caches the json-schema envelope's struct schema as Debezium
+	// does (format.go, envelopeSchema).
+	structs map[string]string
 
 	Stats Stats
 }
@@ -635,7 +654,7 @@ func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation
 	rel := &relation{
 		qualified: qualified,
 		columns:   m.Columns,
-		idIdx:     -1, keyIdx: -1, payloadIdx: -1, partIdx: -1, stampIdx: -1,
+		idIdx:     -1, keyIdx: -1, payloadIdx: -1, partIdx: -1, stampIdx: -1, routeIdx: -1, versionIdx: -1,
 	}
 	rel.outbox = d.tables[rel.qualified]
 	if !rel.outbox {
@@ -692,6 +711,12 @@ func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation
 	if d.cfg.TimestampColumn != "" {
 		rel.stampIdx = need(d.cfg.TimestampColumn, "--timestamp-column")
 	}
+	if len(d.cfg.EnvelopeFields) > 0 && d.cfg.ValueFormat == FormatJSONSchema {
+		rel.routeIdx = need(d.cfg.RouteColumn, "--route-column")
+		if d.cfg.SchemaVersionColumn != "" {
+			rel.versionIdx = need(d.cfg.SchemaVersionColumn, "--schema-version-column")
+		}
+	}
 	if rel.idIdx >= 0 && rel.keyIdx >= 0 && rel.payloadIdx >= 0 && !slices.Contains(rel.envIdx, -1) {
 		if err := d.mapFormats(rel, m.Columns); err != nil {
 			errs = append(errs, err)
@@ -720,6 +745,8 @@ var columnTypes = map[string][]uint32{
 	// getInt64 of an io.debezium.time.(Micro)Timestamp (timestamp without
 	// time zone); any other type fails its task at every record.
 	"--partition-column": {oidInt4},
+	// N.B. getInt32 too (only with envelope fields).
+	"--schema-version-column": {oidInt4},
 	"--timestamp-column": {oidStamp},
 }
 

@@ -91,3 +91,72 @@ func TestAppendJavaDouble(t *testing.T) {
 		}
 	}
 }
+
+// The json-schema envelope as Debezium 3.6.1's router builds it
+// (getValueSchema, getSchemaName) and JsonConverter writes it, worked out
+// by hand: a struct of the payload's and the placed columns' schemas,
+// named PREFIX.SCHEMA.TABLE.ROUTE.Value after the first event of its
+// payload schema (or version), "optional":false.
+func TestJSONSchemaEnvelope(t *testing.T) {
+	env := []EnvelopeField{{"type", "eventType"}, {"id", "id"}}
+	base := Config{ValueFormat: FormatJSONSchema, EnvelopeFields: env, SchemaNamePrefix: "shop", NullableColumns: []string{"payload"}}
+	fields := `{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
+		`{"type":"string","optional":false,"field":"eventType"},` +
+		`{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1,"field":"id"}`
+	payload := func(p string) string { return `"payload":{"payload":` + p + `,"eventType":"Created","id":"` + eventUUID + `"}}` }
+
+	d := newDecoder(t, base)
+	tx := oneTx(t, d, msgRelation(outboxRelID, "public", "outbox", outboxCols(pgJSONB)...),
+		msgInsert(outboxRelID, text(eventUUID), text("Order"), text("o-1"), text("Created"), text(`{"a": 1}`)),
+		msgInsert(outboxRelID, text(eventUUID), text("Customer"), text("c-1"), text("Created"), null()))
+	want := []string{
+		`{"schema":{"type":"struct","fields":[` + fields + `],"optional":false,"name":"shop.public.outbox.Order.Value"},` + payload(`"{\"a\": 1}"`),
+		// N.B. the same payload schema: the struct (and its name) of the first event.
+		`{"schema":{"type":"struct","fields":[` + fields + `],"optional":false,"name":"shop.public.outbox.Order.Value"},` + payload(`null`),
+	}
+	for i, ev := range tx.Events {
+		if ev.Err != nil {
+			t.Fatalf("event %d: %v", i, ev.Err)
+		}
+		if string(ev.Value) != want[i] {
+			t.Errorf("event %d value\n %s\nwant\n %s", i, ev.Value, want[i])
+		}
+	}
+
+	// With a version column: one struct per version, "version" after the name.
+	vcfg := base
+	vcfg.SchemaVersionColumn = "ver"
+	cols := append(outboxCols(pgJSONB), col{name: "ver", oid: pgInt4})
+	d = newDecoder(t, vcfg)
+	tx = oneTx(t, d, msgRelation(outboxRelID, "public", "outbox", cols...),
+		msgInsert(outboxRelID, text(eventUUID), text("Order"), text("o-1"), text("Created"), text(`{}`), text("3")),
+		msgInsert(outboxRelID, text(eventUUID), text("Customer"), text("c-1"), text("Created"), text(`{}`), null()))
+	want = []string{
+		`{"schema":{"type":"struct","fields":[` + fields + `],"optional":false,"name":"shop.public.outbox.Order.Value","version":3},` + payload(`"{}"`),
+		`{"schema":{"type":"struct","fields":[` + fields + `],"optional":false,"name":"shop.public.outbox.Customer.Value"},` + payload(`"{}"`),
+	}
+	for i, ev := range tx.Events {
+		if ev.Err != nil {
+			t.Fatalf("versioned event %d: %v", i, ev.Err)
+		}
+		if string(ev.Value) != want[i] {
+			t.Errorf("versioned event %d value\n %s\nwant\n %s", i, ev.Value, want[i])
+		}
+	}
+
+	// Expanded: the payload's field is the inferred struct.
+	ecfg := base
+	ecfg.ExpandJSONPayload = true
+	d = newDecoder(t, ecfg)
+	tx = oneTx(t, d, msgRelation(outboxRelID, "public", "outbox", outboxCols(pgJSONB)...),
+		msgInsert(outboxRelID, text(eventUUID), text("Order"), text("o-1"), text("Created"), text(`{"a": 1}`)))
+	wantE := `{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"}],"optional":true,"name":"payload","field":"payload"},` +
+		`{"type":"string","optional":false,"field":"eventType"},{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1,"field":"id"}],"optional":false,"name":"shop.public.outbox.Order.Value"},` + payload(`{"a":1}`)
+	if ev := tx.Events[0]; ev.Err != nil || string(ev.Value) != wantE {
+		t.Errorf("expanded: value\n %s (error %v)\nwant\n %s", ev.Value, ev.Err, wantE)
+	}
+
+	if err := (Config{ValueFormat: FormatJSONSchema, EnvelopeFields: env}).Validate(); err == nil {
+		t.Error("json-schema envelope without a schema name prefix accepted")
+	}
+}

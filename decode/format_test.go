@@ -235,3 +235,27 @@ func TestCheckNullable(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckDefault(t *testing.T) {
+	js := Config{ValueFormat: FormatJSONSchema, KeyFormat: FormatJSONSchema}
+	for _, tc := range []struct {
+		name, flag, expr string
+		cfg              Config
+		wantErr          bool
+	}{
+		{"constant payload default", "--payload-column", `'{}'::jsonb`, js, true},
+		{"constant key default", "--key-column", `'k'::text`, js, true},
+		{"constant envelope default", "--envelope-columns", `0`, js, true},
+		{"a function's default", "--envelope-columns", `gen_random_uuid()`, js, false},
+		{"no default", "--payload-column", ``, js, false},
+		{"json format: no schema", "--payload-column", `'{}'::jsonb`, Config{ValueFormat: FormatJSON}, false},
+		{"a header column", "--header-columns", `'x'::text`, js, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.CheckDefault(tc.flag, tc.expr)
+			if (err != nil) != tc.wantErr || err != nil && !errors.Is(err, ErrDefault) {
+				t.Errorf("CheckDefault(%q, %q) = %v, want error %v", tc.flag, tc.expr, err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -73,6 +73,7 @@ type config struct {
 	partitionColumn              string
 	timestampColumn              string
 	expandJSON, expandNullBytes  bool
+	schemaPrefix, versionColumn  string
 }
 
 // failoverFlag is --slot-failover: unset (auto), true or false; a bare
@@ -172,6 +173,8 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.timestampColumn, "timestamp-column", "", "timestamp (without time zone) column whose value, as UTC, is the record's timestamp, NULL: the commit time (Debezium's table.field.event.timestamp; default: the commit time)")
 	boolVar(fs, &cfg.expandJSON, "expand-json-payload", false, "a payload starting with { or [ is written as the JSON itself, with the schema Debezium infers (Debezium's table.expand.json.payload; needs --value-converter json or json-schema)")
 	boolVar(fs, &cfg.expandNullBytes, "expand-json-null-as-bytes", false, "with --expand-json-payload, a null JSON member gets an optional bytes schema instead of being left out (Debezium's table.json.payload.null.behavior=optional_bytes)")
+	fs.StringVar(&cfg.schemaPrefix, "debezium-topic-prefix", "", "Debezium's topic.prefix: with --envelope-columns and --value-converter json-schema it begins the value struct's name (PREFIX.SCHEMA.TABLE.ROUTE.Value)")
+	fs.StringVar(&cfg.versionColumn, "schema-version-column", "", "integer column whose value is the version of the value struct's schema with --envelope-columns and --value-converter json-schema (Debezium's table.field.event.schema.version)")
 	boolVar(fs, &cfg.tombstoneOnEmpty, "tombstone-on-empty-payload", false, "a NULL or blank payload becomes a tombstone (no value), as Debezium's route.tombstone.on.empty.payload")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
@@ -446,6 +449,8 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		TimestampColumn:         c.timestampColumn,
 		ExpandJSONPayload:       c.expandJSON,
 		ExpandJSONNullAsBytes:   c.expandNullBytes,
+		SchemaNamePrefix:        c.schemaPrefix,
+		SchemaVersionColumn:     c.versionColumn,
 	}
 	for _, p := range splitList(c.envelopeColumns) {
 		col, alias, ok := strings.Cut(p, ":")

@@ -480,8 +480,12 @@ func importRouter(props map[string]string, imp *imported, get func(k, def string
 		}
 		set("timestamp-column", ts)
 	}
-	if _, ok := props[p+"table.field.event.schema.version"]; ok {
-		bad(p+"table.field.event.schema.version", "walrelay writes no versioned value schema")
+	if v := get(p+"table.field.event.schema.version", ""); v != "" {
+		set("schema-version-column", v)
+	}
+	// N.B. the json-schema envelope's struct is named after it.
+	if v := get("topic.prefix", ""); v != "" {
+		set("debezium-topic-prefix", v)
 	}
 	switch v := get(p+"table.expand.json.payload", "false"); v {
 	case "false":
@@ -555,8 +559,8 @@ func importRouter(props map[string]string, imp *imported, get func(k, def string
 	} else {
 		set("topic-regex", re)
 		set("topic", repl)
-		set("route-column", by)
 	}
+	set("route-column", by)
 	set("tombstone-on-empty-payload", get(p+"route.tombstone.on.empty.payload", "false"))
 	if err := (decode.Config{TopicRegex: re, Topic: repl}).Validate(); err != nil {
 		bad(p+"route.topic.regex", err.Error())

@@ -220,3 +220,27 @@ func TestCheckDebeziumSlot(t *testing.T) {
 		t.Errorf("walrelay check on a test_decoding slot: exit code %d, want 2 naming the plugin:\n%s", code, out)
 	}
 }
+
+// TestJSONSchemaConstantDefaultRefused: Debezium writes a column's constant
+// default into its json-schema schema ("default"), which walrelay does not:
+// with json-schema, check and run exit 2 naming the column and the fix; a
+// function's default (which Debezium does not evaluate) and the json
+// converter pass.
+func TestJSONSchemaConstantDefaultRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET DEFAULT '{}'::jsonb`)
+	for _, cmd := range []string{"check", "run"} {
+		code, out := runOnce(t, nil, e.runArgs(cmd, "--value-converter", "json-schema")...)
+		if code != 2 || !strings.Contains(out, "DEFAULT '{}'::jsonb") || !strings.Contains(out, "DROP DEFAULT") {
+			t.Errorf("walrelay %s --value-converter json-schema with a constant payload default: exit code %d, want 2 naming the default and DROP DEFAULT:\n%s", cmd, code, out)
+		}
+	}
+	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json")...); code != 0 {
+		t.Errorf("walrelay check --value-converter json: exit code %d, want 0:\n%s", code, out)
+	}
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET DEFAULT jsonb_build_object()`)
+	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json-schema")...); code != 0 {
+		t.Errorf("walrelay check --value-converter json-schema with a function default: exit code %d, want 0:\n%s", code, out)
+	}
+}

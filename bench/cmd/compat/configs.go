@@ -101,6 +101,9 @@ func configurations() []configuration {
 			edit: func(c map[string]string, _ string) {
 				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "false"
 				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType,id:envelope,aggregatetype:header:kind"
+				// N.B. the struct's name begins with topic.prefix: the same
+				// on both sides (only Debezium's side runs on the worker).
+				c["topic.prefix"] = "shop_env"
 			},
 			topics: aggTypes,
 		},
@@ -127,6 +130,28 @@ func configurations() []configuration {
 				c["transforms.outbox.table.expand.json.payload"] = "true"
 			},
 			topics: aggTypes[:1], outboxes: []string{"outbox_expand"},
+		},
+		{
+			name: "jsonenvelope", about: "JsonConverter (schemas on) with envelope fields (aliased and not) and a header: the router's struct schema",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
+				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType,id:envelope,aggregatetype:header:kind"
+				// N.B. the struct's name begins with topic.prefix: the same
+				// on both sides (only Debezium's side runs on the worker).
+				c["topic.prefix"] = "shop_env"
+			},
+			topics: aggTypes,
+		},
+		{
+			name: "versioned", about: "JsonConverter (schemas on) with an envelope field, table.field.event.schema.version (integer column, NULLs too) and expand.json.payload",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
+				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType"
+				c["transforms.outbox.table.field.event.schema.version"] = "part"
+				c["transforms.outbox.table.expand.json.payload"] = "true"
+				c["topic.prefix"] = "shop_ver"
+			},
+			topics: aggTypes[:3], outboxes: []string{"outbox_placed"},
 		},
 		{
 			name: "tombstone", about: "route.tombstone.on.empty.payload=true (StringConverter)",
