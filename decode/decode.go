@@ -747,7 +747,7 @@ var columnTypes = map[string][]uint32{
 	"--partition-column": {oidInt4},
 	// N.B. getInt32 too (only with envelope fields).
 	"--schema-version-column": {oidInt4},
-	"--timestamp-column": {oidStamp},
+	"--timestamp-column":      {oidStamp},
 }
 
 // CheckColumnType returns an error wrapping ErrUnsupportedType when a

@@ -103,7 +103,9 @@ func TestJSONSchemaEnvelope(t *testing.T) {
 	fields := `{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
 		`{"type":"string","optional":false,"field":"eventType"},` +
 		`{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1,"field":"id"}`
-	payload := func(p string) string { return `"payload":{"payload":` + p + `,"eventType":"Created","id":"` + eventUUID + `"}}` }
+	payload := func(p string) string {
+		return `"payload":{"payload":` + p + `,"eventType":"Created","id":"` + eventUUID + `"}}`
+	}
 
 	d := newDecoder(t, base)
 	tx := oneTx(t, d, msgRelation(outboxRelID, "public", "outbox", outboxCols(pgJSONB)...),
