@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // TestDebeziumPublicationTakeover: walrelay streams from the publication
@@ -213,6 +215,50 @@ func TestCheckDebeziumSlot(t *testing.T) {
 			}
 		}
 	}
+	// Still streamed (Debezium running): a warning naming the holder.
+	// N.B. a slot made after the publication: pgoutput looks the
+	// publication up as of the WAL it decodes, where a publication made
+	// after the slot's changes does not exist yet.
+	active := e.Slot + "_active"
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, active)
+	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, active) })
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, active).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rconn, err := pgconn.Connect(ctx, testbed.ReplicationDSN(e.DSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(confirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pglogrepl.StartReplication(ctx, rconn, active, lsn, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + e.Pub + "'"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.Bed.Slot(t, e.DSN, active)
+	for deadline := time.Now().Add(10 * time.Second); !s.Active && time.Now().Before(deadline); s = e.Bed.Slot(t, e.DSN, active) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !s.Active {
+		t.Fatalf("slot %s not active after START_REPLICATION: %+v", active, s)
+	}
+	code, out := runOnce(t, nil, e.runArgs("check", "--create=false", "--slot", active)...)
+	want := "WARN  slot takeover: slot " + strconv.Quote(active) + " is streamed by pid " + strconv.Itoa(int(s.ActivePID)) + " (Debezium still running?): stop the connector first"
+	if !strings.Contains(out, want) || !strings.Contains(out, "active, held by pid "+strconv.Itoa(int(s.ActivePID))) {
+		t.Errorf("walrelay check on a streamed slot (exit code %d) lacks %q:\n%s", code, want, out)
+	}
+	rconn.Close(context.Background())
+	// N.B. the walsender ends with the connection; the slot is dropped
+	// only once it is released.
+	for deadline := time.Now().Add(10 * time.Second); e.Bed.Slot(t, e.DSN, active).Active && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	other := e.Slot + "_decoding"
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, other)
 	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, other) })
