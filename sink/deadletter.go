@@ -129,10 +129,17 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) (*k
 	if tooLarge {
 		reason = "too_large"
 	}
+	// N.B. the commit time, not the record's: a record the broker
+	// rejected for its timestamp (an event timestamp from
+	// --timestamp-column too far ahead) would be rejected again.
+	ts := r.Timestamp
+	if !meta.commitTime.IsZero() {
+		ts = meta.commitTime
+	}
 	dl := &kgo.Record{
 		Topic:     s.cfg.DeadLetterTopic,
 		Key:       r.Key,
-		Timestamp: r.Timestamp,
+		Timestamp: ts,
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderErrorClass, Value: []byte(reason)},
 			{Key: HeaderErrorMessage, Value: []byte(err.Error())},
