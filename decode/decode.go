@@ -26,6 +26,7 @@ const (
 	oidJSON    = 114
 	oidBpchar  = 1042
 	oidVarchar = 1043
+	oidStamp   = 1114 // timestamp (without time zone)
 	oidUUID    = 2950
 	oidJSONB   = 3802
 )
@@ -121,6 +122,34 @@ type Config struct {
 	// Default false: a NULL payload is a null value in FormatString and
 	// FormatBytes, the JSON null in the json formats.
 	TombstoneOnEmptyPayload bool
+	// PartitionColumn, when set, is an integer column whose value is the
+	// record's partition (the router's column:partition placement); a NULL
+	// leaves the partition to the key hash. Default "": the key hash.
+	PartitionColumn string
+	// TimestampColumn, when set, is a timestamp (without time zone) column
+	// whose value, read as UTC, is the record's timestamp in milliseconds
+	// (the router's table.field.event.timestamp); a NULL leaves the commit
+	// time. Default "": the commit time.
+	TimestampColumn string
+	// ExpandJSONPayload makes a payload whose text starts with '{' or '['
+	// the JSON value itself, as the router's table.expand.json.payload
+	// (expand.go): FormatJSON writes the object, FormatJSONSchema with the
+	// schema Debezium infers from it. FormatJSON and FormatJSONSchema
+	// only; FormatBytes payloads are never expanded. Default false.
+	ExpandJSONPayload bool
+	// ExpandJSONNullAsBytes gives a null JSON member an optional bytes
+	// schema instead of leaving it out (the router's
+	// table.json.payload.null.behavior=optional_bytes). Default false.
+	ExpandJSONNullAsBytes bool
+	// SchemaNamePrefix is Debezium's topic.prefix, the start of the
+	// struct name FormatJSONSchema gives a value with EnvelopeFields
+	// (PREFIX.SCHEMA.TABLE.ROUTE.Value). Needed with both. Default "".
+	SchemaNamePrefix string
+	// SchemaVersionColumn, when set, is an integer column whose value is
+	// the version FormatJSONSchema gives a value with EnvelopeFields (the
+	// router's table.field.event.schema.version); it changes no other
+	// record. Default "": no version.
+	SchemaVersionColumn string
 	// ResolvePartitions holds back each relation that is not an outbox
 	// until the caller says whether it is a partition of one (Unresolved,
 	// Resolve); a change to it before that is an error. Default false:
@@ -202,8 +231,14 @@ func (c Config) Validate() error {
 	if !validFormat(c.ValueFormat) {
 		errs = append(errs, fmt.Errorf("value format %q: want %s", c.ValueFormat, strings.Join(formats, ", ")))
 	}
-	if len(c.EnvelopeFields) > 0 && c.ValueFormat != FormatJSON {
-		errs = append(errs, fmt.Errorf("envelope fields need value format %s (JsonConverter, schemas.enable=false), not %q", FormatJSON, c.ValueFormat))
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat != FormatJSON && c.ValueFormat != FormatJSONSchema {
+		errs = append(errs, fmt.Errorf("envelope fields need value format %s or %s (JsonConverter), not %q", FormatJSON, FormatJSONSchema, c.ValueFormat))
+	}
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat == FormatJSONSchema && c.SchemaNamePrefix == "" {
+		errs = append(errs, fmt.Errorf("envelope fields with value format %s need the schema name prefix (--debezium-topic-prefix: Debezium's topic.prefix, which names the value's struct)", FormatJSONSchema))
+	}
+	if c.ExpandJSONPayload && c.ValueFormat == FormatString {
+		errs = append(errs, fmt.Errorf("expanding JSON payloads needs value format %s or %s: StringConverter writes an expanded payload as Java's Struct.toString(), which walrelay does not reproduce", FormatJSON, FormatJSONSchema))
 	}
 	aliases := map[string]bool{"payload": true}
 	for _, f := range c.EnvelopeFields {
@@ -271,6 +306,13 @@ type Event struct {
 	Value   []byte // nil for a NULL payload
 	ID      []byte
 	Headers []Header // extra headers, after "id"
+	// Partition is the record's partition when HasPartition
+	// (Config.PartitionColumn); otherwise the key hash picks it.
+	Partition    int32
+	HasPartition bool
+	// Timestamp is the record's timestamp when not zero
+	// (Config.TimestampColumn); otherwise the commit time.
+	Timestamp time.Time
 	// Err is set when the row cannot become a record (it wraps one of the
 	// Err* reasons above); Row then holds the row as received, except a
 	// column dropped for its size (DroppedColumn, DroppedBytes). Key and ID
@@ -346,6 +388,8 @@ type relation struct {
 	idIdx, keyIdx, payloadIdx int
 	payloadBytea              bool
 	headerIdx                 []int
+	partIdx, stampIdx         int // -1: not configured
+	routeIdx, versionIdx      int // the json-schema envelope's route and version columns; -1: none
 	topicParts                []templatePart
 	topicCols                 []int
 	topics                    map[string]string // rendered template values → validated topic
@@ -359,6 +403,9 @@ type relation struct {
 	envIdx                         []int
 	envNames                       []string
 	envKinds                       []jsonKind
+	// json-schema with envelope fields: the payload column's schema and
+	// the struct's fields (the payload's and each placed column's).
+	payloadSchema, envFields string
 
 	// Set with Config.ResolvePartitions (see partition.go): pending until
 	// Resolve; partition names the partition whose rows are this outbox's;
@@ -386,6 +433,9 @@ type Decoder struct {
 	// Scratch for the json formats: the key, the value, a bytea's bytes.
 	kbuf, vbuf, tmp []byte
 	msg             messageSource // Config.Messages (message.go)
+	// structs caches the json-schema envelope's struct schema as Debezium
+	// does (format.go, envelopeSchema).
+	structs map[string]string
 
 	Stats Stats
 }
@@ -639,16 +689,21 @@ func (d *Decoder) mapRelation(m pgoutput.Relation) *relation {
 // mapRelationAs maps relation m as table qualified: itself, or the outbox
 // m is a partition of.
 func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation {
-	rel := &relation{
-		qualified: qualified,
-		columns:   m.Columns,
-		idIdx:     -1, keyIdx: -1, payloadIdx: -1,
-	}
+	rel := newRelation(qualified, m.Columns)
 	rel.outbox = d.tables[rel.qualified]
 	if !rel.outbox {
 		return rel
 	}
 	return d.mapOutbox(rel, m)
+}
+
+// newRelation is a relation qualified with columns, no column mapped yet.
+func newRelation(qualified string, columns []pgoutput.Column) *relation {
+	return &relation{
+		qualified: qualified,
+		columns:   columns,
+		idIdx:     -1, keyIdx: -1, payloadIdx: -1, partIdx: -1, stampIdx: -1, routeIdx: -1, versionIdx: -1,
+	}
 }
 
 // mapOutbox maps the columns of outbox rel, described by m.
@@ -698,6 +753,18 @@ func (d *Decoder) mapOutbox(rel *relation, m pgoutput.Relation) *relation {
 	for _, f := range d.cfg.EnvelopeFields {
 		rel.envIdx = append(rel.envIdx, need(f.Column, "--envelope-columns"))
 	}
+	if d.cfg.PartitionColumn != "" {
+		rel.partIdx = need(d.cfg.PartitionColumn, "--partition-column")
+	}
+	if d.cfg.TimestampColumn != "" {
+		rel.stampIdx = need(d.cfg.TimestampColumn, "--timestamp-column")
+	}
+	if len(d.cfg.EnvelopeFields) > 0 && d.cfg.ValueFormat == FormatJSONSchema {
+		rel.routeIdx = need(d.cfg.RouteColumn, "--route-column")
+		if d.cfg.SchemaVersionColumn != "" {
+			rel.versionIdx = need(d.cfg.SchemaVersionColumn, "--schema-version-column")
+		}
+	}
 	if rel.idIdx >= 0 && rel.keyIdx >= 0 && rel.payloadIdx >= 0 && !slices.Contains(rel.envIdx, -1) {
 		if err := d.mapFormats(rel, m.Columns); err != nil {
 			errs = append(errs, err)
@@ -721,6 +788,14 @@ var columnTypes = map[string][]uint32{
 	"--payload-column":   {oidJSONB, oidJSON, oidText, oidVarchar, oidBytea},
 	"--route-column":     {oidText, oidVarchar, oidBpchar},
 	"--envelope-columns": {oidText, oidVarchar, oidBpchar, oidUUID, oidInt8, oidInt4, oidInt2, oidBool, oidJSON, oidJSONB, oidBytea},
+	// N.B. what Debezium takes: the router reads the partition with
+	// Struct.getInt32 (an INT32 column: integer) and the timestamp with
+	// getInt64 of an io.debezium.time.(Micro)Timestamp (timestamp without
+	// time zone); any other type fails its task at every record.
+	"--partition-column": {oidInt4},
+	// N.B. getInt32 too (only with envelope fields).
+	"--schema-version-column": {oidInt4},
+	"--timestamp-column":      {oidStamp},
 }
 
 // CheckColumnType returns an error wrapping ErrUnsupportedType when a
@@ -747,6 +822,7 @@ func oidIn(oid uint32, set []uint32) bool {
 var typeName = map[uint32]string{
 	oidBool: "boolean", oidBytea: "bytea", oidInt8: "bigint", oidInt2: "smallint", oidInt4: "integer",
 	oidText: "text", oidJSON: "json", oidBpchar: "char", oidVarchar: "varchar", oidUUID: "uuid", oidJSONB: "jsonb",
+	oidStamp: "timestamp (without time zone)",
 }
 
 func typeNames(set []uint32) string {
@@ -857,6 +933,14 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 	if err != nil {
 		return fail(err)
 	}
+	part, hasPart, err := d.partition(rel, cols)
+	if err != nil {
+		return fail(err)
+	}
+	stamp, err := d.timestamp(rel, cols)
+	if err != nil {
+		return fail(err)
+	}
 	size += len(topic)
 	if max := d.cfg.MaxRecordBytes; max > 0 && size+recordOverhead > max {
 		// N.B. the payload is not copied: the poison event keeps the rest
@@ -870,7 +954,7 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 
 	// One allocation for the event's bytes: id, header values, key, value.
 	buf := grow(n)
-	ev := Event{Table: rel.qualified, Topic: topic}
+	ev := Event{Table: rel.qualified, Topic: topic, Partition: part, HasPartition: hasPart, Timestamp: stamp}
 	var off int
 	ev.ID, off = put(buf, off, id)
 	if len(rel.headerIdx) > 0 {

@@ -353,7 +353,19 @@ func (d *Decoder) mapFormats(rel *relation, cols []pgoutput.Column) error {
 			}
 		}
 	case FormatJSONSchema:
-		rel.valPre, rel.valSuf = `{"schema":`+schema("--payload-column", rel.payloadIdx)+`,"payload":`, "}"
+		ps := schema("--payload-column", rel.payloadIdx)
+		rel.valPre, rel.valSuf = `{"schema":`+ps+`,"payload":`, "}"
+		if len(rel.envIdx) > 0 {
+			// N.B. the envelope: a struct of the payload and the placed
+			// columns, each field the column's schema with its alias.
+			rel.payloadSchema = ps
+			rel.valPre, rel.valSuf = `{"payload":`, "}}"
+			for i, ci := range rel.envIdx {
+				rel.envFields += "," + withField(schema("--envelope-columns", ci), d.cfg.EnvelopeFields[i].Alias)
+				rel.envNames = append(rel.envNames, ","+string(appendJSONString(nil, []byte(d.cfg.EnvelopeFields[i].Alias)))+":")
+				rel.envKinds = append(rel.envKinds, jsonKindOf(cols[ci].TypeOID))
+			}
+		}
 	case FormatBytes:
 		if payload.TypeOID != oidBytea {
 			errs = append(errs, fmt.Errorf("%w: column %s.%s has type oid %d: the %s format (ByteArrayConverter) takes a bytea payload only",
@@ -374,11 +386,48 @@ func (d *Decoder) encodeKey(rel *relation, key []byte) ([]byte, error) {
 
 // encodeValue returns the value in a json format, in d.vbuf.
 func (d *Decoder) encodeValue(rel *relation, cols []pgoutput.TupleCol) ([]byte, error) {
-	b := append(d.vbuf[:0], rel.valPre...)
+	b := d.vbuf[:0]
 	p := cols[rel.payloadIdx]
 	var err error
-	if b, d.tmp, err = appendJSONValue(b, rel.payloadKind, p.Kind == pgoutput.KindNull, p.Data, d.tmp); err != nil {
-		return nil, fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err)
+	var exp expansion
+	if d.cfg.ExpandJSONPayload && p.Kind == pgoutput.KindText && !rel.payloadBytea {
+		// N.B. allocates per event (the parsed tree): only with the option.
+		if exp, err = (inferrer{d.cfg.ExpandJSONNullAsBytes}).expandPayload(d.cfg.PayloadColumn, p.Data); err != nil {
+			return nil, fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err)
+		}
+	}
+	envSchema := d.cfg.ValueFormat == FormatJSONSchema && len(rel.envIdx) > 0
+	switch {
+	case !exp.done:
+		if envSchema {
+			b = d.appendEnvelopeSchema(b, rel, cols, rel.payloadSchema)
+		}
+		b = append(b, rel.valPre...)
+		if b, d.tmp, err = appendJSONValue(b, rel.payloadKind, p.Kind == pgoutput.KindNull, p.Data, d.tmp); err != nil {
+			return nil, fmt.Errorf("%w: column %q: %v", ErrBadValue, d.cfg.PayloadColumn, err)
+		}
+	case exp.schema == nil && len(rel.envIdx) > 0:
+		// N.B. the envelope's schema cannot take the payload's null
+		// schema: Debezium's task fails (SchemaBuilderException).
+		return nil, fmt.Errorf("%w: column %q is [], which has no schema once expanded, and Debezium's router fails its task building the envelope of it", ErrBadValue, d.cfg.PayloadColumn)
+	case envSchema:
+		b = d.appendEnvelopeSchema(b, rel, cols, string(appendSchema(nil, exp.schema, "", false)))
+		b = append(b, rel.valPre...)
+		b = append(b, exp.data...)
+	case d.cfg.ValueFormat == FormatJSONSchema && exp.schema == nil:
+		b = append(b, `{"schema":null,"payload":`...)
+		b = appendJSONString(b, p.Data)
+	case d.cfg.ValueFormat == FormatJSONSchema:
+		b = append(b, `{"schema":`...)
+		b = appendSchema(b, exp.schema, "", false)
+		b = append(b, `,"payload":`...)
+		b = append(b, exp.data...)
+	case exp.schema == nil:
+		b = append(b, rel.valPre...)
+		b = appendJSONString(b, p.Data)
+	default:
+		b = append(b, rel.valPre...)
+		b = append(b, exp.data...)
 	}
 	for i, ci := range rel.envIdx {
 		b = append(b, rel.envNames[i]...)
@@ -417,7 +466,7 @@ var ErrNullability = errors.New("nullability differs from the catalog")
 // --payload-column).
 func (c Config) CheckNullable(column, flag string, notNull bool) error {
 	c = c.withDefaults()
-	if !(flag == "--key-column" && c.KeyFormat == FormatJSONSchema || flag == "--payload-column" && c.ValueFormat == FormatJSONSchema) {
+	if !(flag == "--key-column" && c.KeyFormat == FormatJSONSchema || (flag == "--payload-column" || flag == "--envelope-columns") && c.ValueFormat == FormatJSONSchema) {
 		return nil
 	}
 	listed := slices.Contains(c.NullableColumns, column)
@@ -441,6 +490,18 @@ func MappedColumns(c Config) (map[string]string, error) {
 	for _, f := range c.EnvelopeFields {
 		want[f.Column] = "--envelope-columns"
 	}
+	if c.PartitionColumn != "" {
+		want[c.PartitionColumn] = "--partition-column"
+	}
+	if c.TimestampColumn != "" {
+		want[c.TimestampColumn] = "--timestamp-column"
+	}
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat == FormatJSONSchema {
+		want[c.RouteColumn] = "--route-column"
+	}
+	if len(c.EnvelopeFields) > 0 && c.SchemaVersionColumn != "" {
+		want[c.SchemaVersionColumn] = "--schema-version-column"
+	}
 	if c.TopicRegex != "" {
 		want[c.RouteColumn] = "--route-column"
 		return want, nil
@@ -453,4 +514,81 @@ func MappedColumns(c Config) (map[string]string, error) {
 		want[col] = "--topic"
 	}
 	return want, nil
+}
+
+// withField is a field's schema in a struct: schema s with "field":name
+// last (JsonConverter.asJsonSchema puts it after the field's own keys).
+func withField(s, name string) string {
+	if s == "" {
+		return ""
+	}
+	return s[:len(s)-1] + `,"field":` + string(appendJSONString(nil, []byte(name))) + "}"
+}
+
+// maxStructs bounds the envelope struct cache as Debezium's (10000).
+const maxStructs = 10000
+
+// appendEnvelopeSchema appends {"schema":STRUCT,"payload": for a
+// json-schema value with envelope fields, STRUCT the router's value
+// schema: the payload's field (schema payloadSchema) and the placed
+// columns', named PREFIX.SCHEMA.TABLE.ROUTE.Value, with the event's
+// version when --schema-version-column is set.
+//
+// N.B. Debezium 3.6.1 caches the struct by the payload's schema (by the
+// version with table.field.event.schema.version) and builds it from the
+// first event it meets: every later event with that payload schema gets
+// the first one's route value in its name, until the connector task
+// restarts. walrelay does the same from its own start.
+func (d *Decoder) appendEnvelopeSchema(b []byte, rel *relation, cols []pgoutput.TupleCol, payloadSchema string) []byte {
+	key := "p" + payloadSchema
+	version := "null"
+	if rel.versionIdx >= 0 {
+		if c := cols[rel.versionIdx]; c.Kind == pgoutput.KindText {
+			version = string(c.Data)
+		}
+		key = "v" + version
+	}
+	s, ok := d.structs[key]
+	if !ok {
+		route := "null" // N.B. Java's string concatenation of a null
+		if c := cols[rel.routeIdx]; c.Kind == pgoutput.KindText {
+			route = string(c.Data)
+		}
+		name := d.cfg.SchemaNamePrefix + "." + rel.qualified + "." + route + ".Value"
+		s = `{"type":"struct","fields":[` + withField(payloadSchema, "payload") + rel.envFields + `],"optional":false,"name":` + string(appendJSONString(nil, []byte(name)))
+		if version != "null" {
+			s += `,"version":` + version
+		}
+		s += "}"
+		if d.structs == nil {
+			d.structs = make(map[string]string)
+		}
+		if len(d.structs) < maxStructs {
+			d.structs[key] = s
+		}
+	}
+	b = append(b, `{"schema":`...)
+	b = append(b, s...)
+	return append(b, `,"payload":`...)
+}
+
+// ErrDefault is wrapped when a column json-schema writes has a constant
+// default: Debezium writes it into the column's schema ("default"),
+// walrelay does not.
+var ErrDefault = errors.New("constant column default")
+
+// CheckDefault returns an error wrapping ErrDefault when the json-schema
+// format writes the column flag names (key, payload, envelope field) and
+// its default expr is a constant (no function call: 'x'::text, 0), which
+// Debezium shows as the schema's "default". A function's default
+// (gen_random_uuid(), now()) Debezium does not evaluate: no default.
+func (c Config) CheckDefault(flag, expr string) error {
+	c = c.withDefaults()
+	if !(flag == "--key-column" && c.KeyFormat == FormatJSONSchema || (flag == "--payload-column" || flag == "--envelope-columns") && c.ValueFormat == FormatJSONSchema) {
+		return nil
+	}
+	if expr == "" || strings.Contains(expr, "(") {
+		return nil
+	}
+	return fmt.Errorf("%w: it has DEFAULT %s, which Debezium writes into the column's json-schema schema as \"default\" and walrelay does not", ErrDefault, expr)
 }

@@ -198,7 +198,8 @@ func TestFormatConfigRefused(t *testing.T) {
 		{"unknown value format", Config{ValueFormat: "avro"}},
 		{"bytes key", Config{KeyFormat: FormatBytes}},
 		{"envelope with string", Config{EnvelopeFields: []EnvelopeField{{"type", "t"}}}},
-		{"envelope with json-schema", Config{ValueFormat: FormatJSONSchema, EnvelopeFields: []EnvelopeField{{"type", "t"}}}},
+		{"envelope with json-schema without a schema name prefix", Config{ValueFormat: FormatJSONSchema, EnvelopeFields: []EnvelopeField{{"type", "t"}}}},
+		{"expand with string", Config{ExpandJSONPayload: true}},
 		{"envelope alias payload", Config{ValueFormat: FormatJSON, EnvelopeFields: []EnvelopeField{{"type", "payload"}}}},
 		{"look-ahead regex", Config{TopicRegex: `(?=a).*`, Topic: "x"}},
 		{"unknown named group", Config{TopicRegex: `(?<a>.*)`, Topic: "${b}"}},
@@ -231,6 +232,30 @@ func TestCheckNullable(t *testing.T) {
 			err := tc.cfg.CheckNullable(tc.column, tc.flag, tc.notNull)
 			if (err != nil) != tc.wantErr || err != nil && !errors.Is(err, ErrNullability) {
 				t.Errorf("CheckNullable(%q, %q, %v) = %v, want error %v", tc.column, tc.flag, tc.notNull, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckDefault(t *testing.T) {
+	js := Config{ValueFormat: FormatJSONSchema, KeyFormat: FormatJSONSchema}
+	for _, tc := range []struct {
+		name, flag, expr string
+		cfg              Config
+		wantErr          bool
+	}{
+		{"constant payload default", "--payload-column", `'{}'::jsonb`, js, true},
+		{"constant key default", "--key-column", `'k'::text`, js, true},
+		{"constant envelope default", "--envelope-columns", `0`, js, true},
+		{"a function's default", "--envelope-columns", `gen_random_uuid()`, js, false},
+		{"no default", "--payload-column", ``, js, false},
+		{"json format: no schema", "--payload-column", `'{}'::jsonb`, Config{ValueFormat: FormatJSON}, false},
+		{"a header column", "--header-columns", `'x'::text`, js, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.CheckDefault(tc.flag, tc.expr)
+			if (err != nil) != tc.wantErr || err != nil && !errors.Is(err, ErrDefault) {
+				t.Errorf("CheckDefault(%q, %q) = %v, want error %v", tc.flag, tc.expr, err, tc.wantErr)
 			}
 		})
 	}

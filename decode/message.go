@@ -70,7 +70,7 @@ func (d *Decoder) initMessages() error {
 	}
 	ms := &d.msg
 	ms.table = MessageTable(d.cfg.MessagePrefix)
-	ms.poison = relation{qualified: ms.table, columns: []pgoutput.Column{{Name: "content", TypeOID: oidText}}}
+	ms.poison = *newRelation(ms.table, []pgoutput.Column{{Name: "content", TypeOID: oidText}})
 	for name := range want {
 		ms.names = append(ms.names, name)
 	}
@@ -82,7 +82,8 @@ func (d *Decoder) initMessages() error {
 			cols[i] = pgoutput.Column{Name: n, TypeOID: oidText, TypeMod: -1}
 		}
 		cols[ms.payload].TypeOID = payloadOID
-		rel := &relation{qualified: ms.table, outbox: true, columns: cols, idIdx: -1, keyIdx: -1, payloadIdx: -1}
+		rel := newRelation(ms.table, cols)
+		rel.outbox = true
 		rel = d.mapOutbox(rel, pgoutput.Relation{Namespace: "message", Name: d.cfg.MessagePrefix, Columns: cols})
 		if rel.err != nil {
 			return nil, fmt.Errorf("map messages of prefix %q: %w", d.cfg.MessagePrefix, rel.err)

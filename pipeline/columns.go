@@ -63,16 +63,20 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 			oid       uint32
 			generated string
 			notNull   bool
+			def       string // the default's expression, "" for none
 		}
-		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text, a.attnotnull FROM pg_attribute a
+		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text, a.attnotnull,
+				CASE WHEN a.attgenerated = '' THEN coalesce(pg_get_expr(d.adbin, d.adrelid), '') ELSE '' END
+			FROM pg_attribute a
 			JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+			LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, schema, table)
 		if err != nil {
 			return fmt.Errorf("list columns of %s: %w", t, err)
 		}
 		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (column, error) {
 			var c column
-			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated, &c.notNull)
+			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated, &c.notNull, &c.def)
 			return c, err
 		})
 		if err != nil {
@@ -101,6 +105,9 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 			}
 			if err := dc.CheckNullable(col, flag, c.notNull); err != nil {
 				errs = append(errs, fmt.Errorf("column %s.%s (named by %s): %w", t, col, flag, err))
+			}
+			if err := dc.CheckDefault(flag, c.def); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s): %w: drop it (ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT) or use another converter", t, col, flag, err, t, pgx.Identifier{col}.Sanitize()))
 			}
 			switch {
 			case c.generated == "s" && version < 180000:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pglogrepl"
@@ -133,10 +134,17 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) (*k
 	case errors.Is(err, ErrTopicLimit):
 		reason = ReasonTopicLimit
 	}
+	// N.B. the commit time, not the record's: a record the broker
+	// rejected for its timestamp (an event timestamp from
+	// --timestamp-column too far ahead) would be rejected again.
+	ts := r.Timestamp
+	if !meta.commitTime.IsZero() {
+		ts = meta.commitTime
+	}
 	dl := &kgo.Record{
 		Topic:     s.cfg.DeadLetterTopic,
 		Key:       r.Key,
-		Timestamp: r.Timestamp,
+		Timestamp: ts,
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderErrorClass, Value: []byte(reason)},
 			{Key: HeaderErrorMessage, Value: []byte(err.Error())},
@@ -311,7 +319,8 @@ func cutUTF8(b []byte, n int) []byte {
 // for every part cost about 3% of walrelay's CPU in a drain of single-row
 // transactions (fmt.Sprintf in LSN.String).
 type recordMeta struct {
-	table     string
-	commitLSN pglogrepl.LSN
-	xid       uint32
+	table      string
+	commitLSN  pglogrepl.LSN
+	xid        uint32
+	commitTime time.Time // the transaction's, for the commit-to-ack latency
 }

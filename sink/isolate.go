@@ -99,7 +99,7 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 	}
 	switch {
 	case err == nil:
-		s.metrics.Published(r.Topic, r.Timestamp)
+		s.metrics.Published(r.Topic, meta.commitTime)
 		s.cur.Ack()
 		return nil
 	case errors.Is(err, errSinkDone):

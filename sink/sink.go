@@ -244,6 +244,7 @@ type Sink struct {
 
 	// Used by the producing goroutine only.
 	known      map[string]int32 // checked topics and their batch caps
+	partitions map[string]int32 // checked topics and their partition counts
 	cur        *checkpoint.Tx
 	h, last    *handoff // the open handoff; the last one sealed
 	hn         int      // records in h (or last)
@@ -287,7 +288,9 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		kgo.UnknownTopicRetries(-1),
 		// N.B. Kafka's murmur2 key hashing, so a Java producer picks the same
 		// partition for the same aggregate id.
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		// A record with a partition of its own (--partition-column) keeps
+		// it (explicitPartition).
+		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerBatchCompression(compressions[cfg.Compression]),
 		// N.B. each topic's batches are capped at its own max.message.bytes
 		// when that is smaller (read in ensureTopic before the topic's first
@@ -323,6 +326,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		tr:         tr,
 		metrics:    cfg.Metrics,
 		known:      make(map[string]int32),
+		partitions: make(map[string]int32),
 		failed:     make(chan struct{}),
 		closing:    make(chan struct{}),
 		budget:     budget.New(int64(cfg.MaxInflightBytes)),
@@ -515,6 +519,24 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 				}
 				continue
 			}
+			if !ev.Timestamp.IsZero() {
+				r.Timestamp = ev.Timestamp
+			}
+			if ev.HasPartition {
+				poison, err := s.checkPartition(ctx, ev)
+				if err != nil {
+					return err
+				}
+				if poison != nil {
+					hdrs = hdrs[:start]
+					ev.Err = poison
+					if a, err = s.poison(ctx, tx, ev, a, meta); err != nil {
+						return err
+					}
+					continue
+				}
+				r.Partition = explicitPartition(ev.Partition)
+			}
 			if limit := s.known[r.Topic]; loneBatchBytes(r) > int(limit) {
 				// N.B. too large for its topic on its own, so in any batch:
 				// the client would fail it alone (kerr.MessageTooLarge).
@@ -667,7 +689,7 @@ func partMeta(tx *decode.Tx) recordMeta {
 			table = "(several)"
 		}
 	}
-	return recordMeta{table: table, commitLSN: tx.CommitLSN, xid: tx.Xid}
+	return recordMeta{table: table, commitLSN: tx.CommitLSN, xid: tx.Xid, commitTime: tx.CommitTime}
 }
 
 // txAcks is the promise of one Tx part's records in one handoff.
@@ -701,7 +723,7 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, fenced(err)))
 		return
 	}
-	a.s.metrics.Published(r.Topic, r.Timestamp)
+	a.s.metrics.Published(r.Topic, a.meta.commitTime)
 	a.x.Ack()
 }
 
@@ -769,6 +791,7 @@ func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, miss
 	for _, t := range missing {
 		d, ok := details[t]
 		if ok && d.Err == nil {
+			s.partitions[t] = int32(len(d.Partitions))
 			continue
 		}
 		if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
@@ -781,6 +804,7 @@ func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, miss
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("create topic %s: %w", t, errors.Join(err, errIf(resp.ErrMessage)))
 		}
+		s.partitions[t] = s.cfg.TopicPartitions
 		s.log.Info("created topic", zap.String("topic", t),
 			zap.Int32("partitions", s.cfg.TopicPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
 		created = append(created, t)

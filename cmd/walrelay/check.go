@@ -90,6 +90,13 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 			failed[ch.Name] = true
 		}
 	}
+	// N.B. a slot that exists (Debezium's, or walrelay's own): what it is
+	// and that run streams from it.
+	if !failed["replication slot"] && !failed["publication"] {
+		if ch, ok := replication.Takeover(ctx, rc); ok {
+			results = append(results, checkResult{Check: ch})
+		}
+	}
 	columns := checkResult{Check: replication.Check{Name: "outbox columns"}, skipped: skippedFor("outbox columns", failed)}
 	if columns.skipped == "" {
 		columns.Err = pipeline.CheckColumns(ctx, rc.ConnString, rc.Publication, dc)

@@ -87,7 +87,11 @@ type config struct {
 	noKafka bool
 	// securityWarnings are about what the settings leave unprotected
 	// (Kafka SASL without TLS), for the commands that use Kafka to log.
-	securityWarnings []string
+	securityWarnings            []string
+	partitionColumn             string
+	timestampColumn             string
+	expandJSON, expandNullBytes bool
+	schemaPrefix, versionColumn string
 }
 
 // failoverFlag is --slot-failover: unset (auto), true or false; a bare
@@ -191,6 +195,12 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.envelopeColumns, "envelope-columns", "", "make the value {\"payload\":...,ALIAS:column...} with these column:alias pairs, comma-separated (Debezium's column:envelope:alias placement; needs --value-converter json)")
 	fs.StringVar(&cfg.topicRegex, "topic-regex", "", "route like Debezium's route.topic.regex: matched against the whole --route-column value, --topic is then its replacement ($1, ${name}); no match: the value is the topic (empty: --topic is a template)")
 	fs.StringVar(&cfg.routeColumn, "route-column", "aggregatetype", "column --topic-regex is matched against (Debezium's route.by.field)")
+	fs.StringVar(&cfg.partitionColumn, "partition-column", "", "integer column whose value is the record's partition, NULL: the key hash (Debezium's column:partition placement; a partition the topic lacks makes a poison event)")
+	fs.StringVar(&cfg.timestampColumn, "timestamp-column", "", "timestamp (without time zone) column whose value, as UTC, is the record's timestamp, NULL: the commit time (Debezium's table.field.event.timestamp; default: the commit time)")
+	boolVar(fs, &cfg.expandJSON, "expand-json-payload", false, "a payload starting with { or [ is written as the JSON itself, with the schema Debezium infers (Debezium's table.expand.json.payload; needs --value-converter json or json-schema)")
+	boolVar(fs, &cfg.expandNullBytes, "expand-json-null-as-bytes", false, "with --expand-json-payload, a null JSON member gets an optional bytes schema instead of being left out (Debezium's table.json.payload.null.behavior=optional_bytes)")
+	fs.StringVar(&cfg.schemaPrefix, "debezium-topic-prefix", "", "Debezium's topic.prefix: with --envelope-columns and --value-converter json-schema it begins the value struct's name (PREFIX.SCHEMA.TABLE.ROUTE.Value)")
+	fs.StringVar(&cfg.versionColumn, "schema-version-column", "", "integer column whose value is the version of the value struct's schema with --envelope-columns and --value-converter json-schema (Debezium's table.field.event.schema.version)")
 	boolVar(fs, &cfg.tombstoneOnEmpty, "tombstone-on-empty-payload", false, "a NULL or blank payload becomes a tombstone (no value), as Debezium's route.tombstone.on.empty.payload")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
@@ -478,9 +488,15 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		RouteColumn:             c.routeColumn,
 		TombstoneOnEmptyPayload: c.tombstoneOnEmpty,
 
-		Messages:      fromMessages,
-		MessagePrefix: c.messagePrefix,
-		NoTables:      !fromTables,
+		Messages:              fromMessages,
+		MessagePrefix:         c.messagePrefix,
+		NoTables:              !fromTables,
+		PartitionColumn:       c.partitionColumn,
+		TimestampColumn:       c.timestampColumn,
+		ExpandJSONPayload:     c.expandJSON,
+		ExpandJSONNullAsBytes: c.expandNullBytes,
+		SchemaNamePrefix:      c.schemaPrefix,
+		SchemaVersionColumn:   c.versionColumn,
 	}
 	for _, p := range splitList(c.envelopeColumns) {
 		col, alias, ok := strings.Cut(p, ":")

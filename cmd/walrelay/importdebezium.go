@@ -474,23 +474,49 @@ func importRouter(props map[string]string, imp *imported, get func(k, def string
 	set("key-column", get(p+"table.field.event.key", "aggregateid"))
 	set("payload-column", get(p+"table.field.event.payload", "payload"))
 	get(p+"table.field.event.type", "") // N.B. used by placements only
-	if _, ok := props[p+"table.field.event.timestamp"]; ok {
-		bad(p+"table.field.event.timestamp", "walrelay stamps records with the commit time")
+	if ts := get(p+"table.field.event.timestamp", ""); ts != "" {
+		// N.B. the router reads the column as a number of the
+		// time.precision.mode's logical type: the adaptive modes give a
+		// timestamp column io.debezium.time.(Micro)Timestamp; connect's
+		// java.util.Date fails Debezium's task at every record.
+		if m := get("time.precision.mode", "adaptive"); m != "adaptive" && m != "adaptive_time_microseconds" {
+			bad("time.precision.mode", "with table.field.event.timestamp Debezium takes a timestamp column only in the adaptive modes (connect fails each record); walrelay reads it as adaptive does")
+		}
+		set("timestamp-column", ts)
 	}
-	if _, ok := props[p+"table.field.event.schema.version"]; ok {
-		bad(p+"table.field.event.schema.version", "walrelay writes no versioned value schema")
+	if v := get(p+"table.field.event.schema.version", ""); v != "" {
+		set("schema-version-column", v)
 	}
-	if v := get(p+"table.expand.json.payload", "false"); v != "false" {
-		bad(p+"table.expand.json.payload", "walrelay does not expand JSON payloads")
+	// N.B. the json-schema envelope's struct is named after it.
+	if v := get("topic.prefix", ""); v != "" {
+		set("debezium-topic-prefix", v)
 	}
-	get(p+"table.json.payload.null.behavior", "")
+	switch v := get(p+"table.expand.json.payload", "false"); v {
+	case "false":
+	case "true":
+		set("expand-json-payload", "true")
+		// N.B. the converter decides how an expanded payload is written:
+		// StringConverter's Struct.toString() is not reproduced.
+		if props["value.converter"] != "org.apache.kafka.connect.json.JsonConverter" {
+			bad(p+"table.expand.json.payload", "walrelay writes expanded payloads with JsonConverter only (value.converter); StringConverter would write Java's Struct.toString()")
+		}
+	default:
+		bad(p+"table.expand.json.payload", "want true or false")
+	}
+	switch v := get(p+"table.json.payload.null.behavior", "ignore"); v {
+	case "ignore":
+	case "optional_bytes":
+		set("expand-json-null-as-bytes", "true")
+	default:
+		bad(p+"table.json.payload.null.behavior", "want ignore or optional_bytes")
+	}
 	if v := get(p+"table.op.invalid.behavior", "warn"); v != "warn" && v != "error" {
 		bad(p+"table.op.invalid.behavior", "walrelay ignores (and counts) updates of the outbox: warn or error")
 	}
 	if v := get(p+"table.field.additional.missing", "error"); v != "error" {
 		bad(p+"table.field.additional.missing", "a missing column makes walrelay's events poison (error)")
 	}
-	var headers, envelope []string
+	var headers, envelope, partition []string
 	for _, f := range splitList(get(p+"table.fields.additional.placement", "")) {
 		parts := strings.Split(f, ":")
 		if len(parts) < 2 || len(parts) > 3 {
@@ -506,12 +532,21 @@ func importRouter(props map[string]string, imp *imported, get func(k, def string
 			headers = append(headers, parts[0]+":"+alias)
 		case "envelope":
 			envelope = append(envelope, parts[0]+":"+alias)
+		case "partition":
+			partition = append(partition, parts[0])
 		default:
-			bad(p+"table.fields.additional.placement", fmt.Sprintf("entry %q: walrelay places columns in headers and the envelope only", f))
+			bad(p+"table.fields.additional.placement", fmt.Sprintf("entry %q: walrelay places columns in headers, the envelope and the partition only", f))
 		}
 	}
 	set("header-columns", strings.Join(headers, ","))
 	set("envelope-columns", strings.Join(envelope, ","))
+	switch len(partition) {
+	case 0:
+	case 1:
+		set("partition-column", partition[0])
+	default:
+		bad(p+"table.fields.additional.placement", fmt.Sprintf("%d partition placements (%s): Debezium takes the last one; keep one", len(partition), strings.Join(partition, ", ")))
+	}
 	for k := range props {
 		if strings.HasPrefix(k, p+"tracing.") {
 			bad(k, "walrelay adds no tracing headers")
@@ -528,8 +563,8 @@ func importRouter(props map[string]string, imp *imported, get func(k, def string
 	} else {
 		set("topic-regex", re)
 		set("topic", repl)
-		set("route-column", by)
 	}
+	set("route-column", by)
 	set("tombstone-on-empty-payload", get(p+"route.tombstone.on.empty.payload", "false"))
 	if err := (decode.Config{TopicRegex: re, Topic: repl}).Validate(); err != nil {
 		bad(p+"route.topic.regex", err.Error())

@@ -101,14 +101,28 @@ func TestImportDebezium(t *testing.T) {
 			name: "unsupported options are all listed",
 			edit: func(m map[string]string) {
 				m["transforms.outbox.table.expand.json.payload"] = "true"
-				m["transforms.outbox.table.fields.additional.placement"] = "part:partition"
+				m["value.converter"] = "org.apache.kafka.connect.storage.StringConverter"
+				m["transforms.outbox.table.fields.additional.placement"] = "part:partition,p2:partition"
 				m["transforms.outbox.table.field.event.timestamp"] = "ts"
+				m["time.precision.mode"] = "connect"
 				m["key.converter"] = "io.confluent.connect.avro.AvroConverter"
 				m["errors.tolerance"] = "all"
 				m["table.include.list"] = "public.outbox_.*"
 				delete(m, "plugin.name")
 			},
-			bad: []string{"table.expand.json.payload", "part:partition", "table.field.event.timestamp", "AvroConverter", "errors.tolerance", "public.outbox_.*", "decoderbufs"},
+			bad: []string{"table.expand.json.payload", "2 partition placements", "time.precision.mode", "AvroConverter", "errors.tolerance", "public.outbox_.*", "decoderbufs"},
+		},
+		{
+			name: "partition placement, event timestamp, expanded JSON",
+			edit: func(m map[string]string) {
+				m["value.converter"], m["value.converter.schemas.enable"] = "org.apache.kafka.connect.json.JsonConverter", "false"
+				m["transforms.outbox.table.fields.additional.placement"] = "type:header:eventType,part:partition"
+				m["transforms.outbox.table.field.event.timestamp"] = "occurred"
+				m["transforms.outbox.table.expand.json.payload"] = "true"
+				m["transforms.outbox.table.json.payload.null.behavior"] = "optional_bytes"
+			},
+			want: map[string]string{"partition-column": "part", "timestamp-column": "occurred", "header-columns": "type:eventType",
+				"expand-json-payload": "true", "expand-json-null-as-bytes": "true", "value-converter": "json"},
 		},
 		{
 			name: "a converter left to the worker is refused",

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // TestDebeziumPublicationTakeover: walrelay streams from the publication
@@ -172,5 +174,119 @@ func TestJSONSchemaNullabilityMismatchRefused(t *testing.T) {
 	}
 	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json-schema", "--nullable-columns", "")...); code != 0 {
 		t.Errorf("walrelay check with --nullable-columns '': exit code %d, want 0:\n%s", code, out)
+	}
+}
+
+// TestCheckDebeziumSlot: walrelay check against the slot and publication
+// Debezium's PostgreSQL connector creates (CREATE_REPLICATION_SLOT ...
+// pgoutput; publication.autocreate.mode all_tables: FOR ALL TABLES,
+// filtered: FOR TABLE of the include list, both with every operation
+// published) says what it found — plugin, scope, operations, the slot's
+// confirmed position as pg_replication_slots has it — and that walrelay
+// can take it over; a slot of another plugin fails the check (exit 2).
+func TestCheckDebeziumSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pub := pgx.Identifier{e.Pub}.Sanitize()
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
+	e.Bed.Exec(t, e.DSN, `INSERT INTO orders (customer, total) VALUES ('c', 1)`)
+	var confirmed string
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ mode, ddl, scope string }{
+		{"all_tables", `CREATE PUBLICATION ` + pub + ` FOR ALL TABLES`, "FOR ALL TABLES (all tables)"},
+		{"filtered", `CREATE PUBLICATION ` + pub + ` FOR TABLE public.outbox, public.orders`, "filtered, tables public.orders, public.outbox"},
+	} {
+		e.Bed.Exec(t, e.DSN, `DROP PUBLICATION IF EXISTS `+pub)
+		e.Bed.Exec(t, e.DSN, tc.ddl)
+		code, out := runOnce(t, nil, e.runArgs("check", "--create=false")...)
+		if code != 0 {
+			t.Errorf("%s: walrelay check: exit code %d, want 0:\n%s", tc.mode, code, out)
+		}
+		for _, want := range []string{
+			"PASS  slot takeover: found slot " + strconv.Quote(e.Slot) + " (plugin pgoutput, inactive, confirmed_flush_lsn " + confirmed + ")",
+			tc.scope + "; publishes insert, update, delete, truncate",
+			"walrelay can take it over: it streams from " + confirmed,
+			"updates, deletes, truncates of the outbox",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: walrelay check output lacks %q:\n%s", tc.mode, want, out)
+			}
+		}
+	}
+	// Still streamed (Debezium running): a warning naming the holder.
+	// N.B. a slot made after the publication: pgoutput looks the
+	// publication up as of the WAL it decodes, where a publication made
+	// after the slot's changes does not exist yet.
+	active := e.Slot + "_active"
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, active)
+	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, active) })
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, active).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rconn, err := pgconn.Connect(ctx, testbed.ReplicationDSN(e.DSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(confirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pglogrepl.StartReplication(ctx, rconn, active, lsn, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + e.Pub + "'"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.Bed.Slot(t, e.DSN, active)
+	for deadline := time.Now().Add(10 * time.Second); !s.Active && time.Now().Before(deadline); s = e.Bed.Slot(t, e.DSN, active) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !s.Active {
+		t.Fatalf("slot %s not active after START_REPLICATION: %+v", active, s)
+	}
+	code, out := runOnce(t, nil, e.runArgs("check", "--create=false", "--slot", active)...)
+	want := "WARN  slot takeover: slot " + strconv.Quote(active) + " is streamed by pid " + strconv.Itoa(int(s.ActivePID)) + " (Debezium still running?): stop the connector first"
+	if !strings.Contains(out, want) || !strings.Contains(out, "active, held by pid "+strconv.Itoa(int(s.ActivePID))) {
+		t.Errorf("walrelay check on a streamed slot (exit code %d) lacks %q:\n%s", code, want, out)
+	}
+	rconn.Close(context.Background())
+	// N.B. the walsender ends with the connection; the slot is dropped
+	// only once it is released.
+	for deadline := time.Now().Add(10 * time.Second); e.Bed.Slot(t, e.DSN, active).Active && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	other := e.Slot + "_decoding"
+	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, other)
+	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, other) })
+	if code, out := runOnce(t, nil, e.runArgs("check", "--create=false", "--slot", other)...); code != 2 || !strings.Contains(out, "test_decoding") {
+		t.Errorf("walrelay check on a test_decoding slot: exit code %d, want 2 naming the plugin:\n%s", code, out)
+	}
+}
+
+// TestJSONSchemaConstantDefaultRefused: Debezium writes a column's constant
+// default into its json-schema schema ("default"), which walrelay does not:
+// with json-schema, check and run exit 2 naming the column and the fix; a
+// function's default (which Debezium does not evaluate) and the json
+// converter pass.
+func TestJSONSchemaConstantDefaultRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET DEFAULT '{}'::jsonb`)
+	for _, cmd := range []string{"check", "run"} {
+		code, out := runOnce(t, nil, e.runArgs(cmd, "--value-converter", "json-schema")...)
+		if code != 2 || !strings.Contains(out, "DEFAULT '{}'::jsonb") || !strings.Contains(out, "DROP DEFAULT") {
+			t.Errorf("walrelay %s --value-converter json-schema with a constant payload default: exit code %d, want 2 naming the default and DROP DEFAULT:\n%s", cmd, code, out)
+		}
+	}
+	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json")...); code != 0 {
+		t.Errorf("walrelay check --value-converter json: exit code %d, want 0:\n%s", code, out)
+	}
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET DEFAULT jsonb_build_object()`)
+	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json-schema")...); code != 0 {
+		t.Errorf("walrelay check --value-converter json-schema with a function default: exit code %d, want 0:\n%s", code, out)
 	}
 }

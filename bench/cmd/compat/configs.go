@@ -36,6 +36,7 @@ type configuration struct {
 	edit        func(conf map[string]string, pfx string)
 	topics      []string
 	checkRows   bool     // also compare each side with the rows as PostgreSQL renders them
+	eventStamp  bool     // record timestamps come from the occurred column (compared with PostgreSQL's value)
 	outboxes    []string // the outbox tables (table.include.list); default outbox and outbox_json
 }
 
@@ -100,8 +101,57 @@ func configurations() []configuration {
 			edit: func(c map[string]string, _ string) {
 				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "false"
 				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType,id:envelope,aggregatetype:header:kind"
+				// N.B. the struct's name begins with topic.prefix: the same
+				// on both sides (only Debezium's side runs on the worker).
+				c["topic.prefix"] = "shop_env"
 			},
 			topics: aggTypes,
+		},
+		{
+			name: "placement", about: "table.fields.additional.placement with partition (integer column; NULL: key hash) and table.field.event.timestamp (timestamp column; NULL: processing/commit time)",
+			edit: func(c map[string]string, _ string) {
+				c["transforms.outbox.table.fields.additional.placement"] = "type:header:eventType,part:partition"
+				c["transforms.outbox.table.field.event.timestamp"] = "occurred"
+			},
+			topics: aggTypes[:3], outboxes: []string{"outbox_placed"}, eventStamp: true,
+		},
+		{
+			name: "expand", about: "table.expand.json.payload=true with JsonConverter (schemas.enable=false): objects, arrays, nulls, [] and scalars",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "false"
+				c["transforms.outbox.table.expand.json.payload"] = "true"
+			},
+			topics: aggTypes[:1], outboxes: []string{"outbox_expand"},
+		},
+		{
+			name: "expandschema", about: "table.expand.json.payload=true with JsonConverter (schemas.enable=true): the schema Debezium infers from each payload",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
+				c["transforms.outbox.table.expand.json.payload"] = "true"
+			},
+			topics: aggTypes[:1], outboxes: []string{"outbox_expand"},
+		},
+		{
+			name: "jsonenvelope", about: "JsonConverter (schemas on) with envelope fields (aliased and not) and a header: the router's struct schema",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
+				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType,id:envelope,aggregatetype:header:kind"
+				// N.B. the struct's name begins with topic.prefix: the same
+				// on both sides (only Debezium's side runs on the worker).
+				c["topic.prefix"] = "shop_env"
+			},
+			topics: aggTypes,
+		},
+		{
+			name: "versioned", about: "JsonConverter (schemas on) with an envelope field, table.field.event.schema.version (integer column, NULLs too) and expand.json.payload",
+			edit: func(c map[string]string, _ string) {
+				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
+				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType"
+				c["transforms.outbox.table.field.event.schema.version"] = "part"
+				c["transforms.outbox.table.expand.json.payload"] = "true"
+				c["topic.prefix"] = "shop_ver"
+			},
+			topics: aggTypes[:3], outboxes: []string{"outbox_placed"},
 		},
 		{
 			name: "tombstone", about: "route.tombstone.on.empty.payload=true (StringConverter)",
@@ -241,7 +291,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 			s := "compat_" + cf.name + "_" + side
 			// N.B. every publication has all three tables: a table that is
 			// not one of the configuration's outboxes is ignored by both.
-			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes WITH (publish = 'insert')`); err != nil {
+			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed, public.outbox_expand WITH (publish = 'insert')`); err != nil {
 				return nil, err
 			}
 			if err := rig.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
@@ -364,7 +414,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		c := rep.Configs[i]
 		c.Walrelay, c.Debezium = len(wrRecs[i]), len(dbzRecs[i])
 		c.Rows = len(cf.rows(rows))
-		compare(c, cf.rows(rows), labels, wrRecs[i], dbzRecs[i], "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows)
+		compare(c, cf.rows(rows), labels, wrRecs[i], dbzRecs[i], "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows, cf.eventStamp)
 		rep.Unexpected += c.Unexpected
 	}
 	// Last, the switches from a running Debezium to walrelay; the second

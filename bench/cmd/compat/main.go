@@ -135,6 +135,7 @@ type row struct {
 	AggID   string  `json:"aggregateid"`
 	Type    string  `json:"type"`
 	Payload *string `json:"-"`
+	StampMs *int64  `json:"-"` // outbox_placed: the occurred column in ms, nil for NULL
 }
 
 // Diff is one kind of difference and the rows that show it.
@@ -200,11 +201,30 @@ CREATE TABLE outbox_bytes (
   aggregateid   text NOT NULL,
   type          text NOT NULL,
   payload       bytea
+);
+-- the router's partition placement and event timestamp columns.
+CREATE TABLE outbox_placed (
+  id            uuid PRIMARY KEY,
+  aggregatetype text NOT NULL,
+  aggregateid   text NOT NULL,
+  type          text NOT NULL,
+  payload       jsonb,
+  part          integer,
+  occurred      timestamp
+);
+-- table.expand.json.payload: payloads of every shape the inference takes,
+-- and some it leaves as they are.
+CREATE TABLE outbox_expand (
+  id            uuid PRIMARY KEY,
+  aggregatetype text NOT NULL,
+  aggregateid   text NOT NULL,
+  type          text NOT NULL,
+  payload       jsonb
 );`
 
 // ins is one insert: its payload is an SQL expression.
 type ins struct {
-	label, table, aggType, aggID, typ, payloadSQL string
+	label, table, aggType, aggID, typ, payloadSQL string // outbox_placed: the SQL of payload, part and occurred
 }
 
 // transactions are the rows to relay, one slice per transaction.
@@ -242,6 +262,37 @@ func transactions() (committed [][]ins, rolledBack []ins, deleted ins) {
 		many = append(many, ins{fmt.Sprintf("bulk %d", i), o, t, fmt.Sprintf("agg-%d", i%37), "Bulk", fmt.Sprintf(`jsonb_build_object('i', %d)`, i)})
 	}
 	committed = append(committed, many)
+	// Partition placement and event timestamps: each partition of the
+	// six, a NULL partition (the key hash), timestamps of microsecond and
+	// millisecond precision, the epoch, a truncated sub-millisecond, and a
+	// NULL timestamp (the commit time / Debezium's processing time).
+	p := "outbox_placed"
+	committed = append(committed, []ins{
+		{"partition 0, micro timestamp", p, "Order", "order-1", "OrderCreated", `'{"n": 1}', 0, '2025-06-01 15:04:05.123456'`},
+		{"partition 5, milli timestamp", p, "Order", "order-1", "OrderCreated", `'{"n": 2}', 5, '2025-06-01 15:04:05.999'::timestamp(3)`},
+		{"partition 3, the epoch", p, "Customer", "cust-1", "CustomerCreated", `'{"n": 3}', 3, '1970-01-01 00:00:00'`},
+		{"NULL partition, sub-millisecond", p, "Customer", "cust-2", "CustomerCreated", `'{"n": 4}', NULL, '2001-02-03 04:05:06.0009'`},
+		{"partition 1, NULL timestamp", p, "Order", "order-2", "OrderCreated", `'{"n": 5}', 1, NULL`},
+		{"NULL partition, NULL timestamp", p, "shipment-v2", "ship-1", "Shipped", `NULL, NULL, NULL`},
+	}, []ins{
+		{"partition 2, leap day", p, "Order", "order-3", "OrderCreated", `'{"n": 6}', 2, '2020-02-29 23:59:59.999999'`},
+		{"partition 4, same key other partition", p, "Order", "order-1", "OrderCreated", `'{"n": 7}', 4, '2025-06-01 15:04:05.000001'`},
+	})
+	e := "outbox_expand"
+	committed = append(committed, []ins{
+		{"expand: every kind", e, "Order", "order-1", "OrderCreated", `'{"b": true, "i": 7, "l": 3000000000, "d": 2.50, "s": "ü \"q\" 🎉 back\\slash", "n": null, "e": [], "o": {"p": {"q": [1, 2, null]}}, "neg": -12, "f": 1e-5, "big": 12345678.5, "one": 1.0}'`},
+		{"expand: arrays of objects and strings", e, "Order", "order-2", "OrderCreated", `'{"items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}], "tags": ["x", "y"]}'`},
+		{"expand: empty object", e, "Order", "order-3", "OrderCreated", `'{}'`},
+		{"expand: empty array", e, "Order", "order-3", "OrderCreated", `'[]'`},
+		{"expand: string scalar", e, "Order", "order-4", "OrderCreated", `'"just a string"'`},
+		{"expand: number scalar", e, "Order", "order-4", "OrderCreated", `'42'`},
+		{"expand: NULL payload", e, "Order", "order-5", "OrderDeleted", `NULL`},
+	}, []ins{
+		{"expand: mixed array left as it is", e, "Order", "order-6", "OrderCreated", `'{"m": [1, "a"]}'`},
+		{"expand: arrays of arrays", e, "Order", "order-6", "OrderCreated", `'{"nested": [[1, 2], [3]]}'`},
+		{"expand: only nulls left as it is", e, "Order", "order-7", "OrderCreated", `'{"only_nulls": [null]}'`},
+		{"expand: doubles and longs", e, "Order", "order-7", "OrderCreated", `'{"zero": 0.0, "tiny": 0.001, "e7": 10000000.0, "lng": -3000000000, "third": 0.3333333333333333}'`},
+	})
 	rolledBack = []ins{{"rolled back", o, "Order", "order-rb", "OrderCreated", `'{"never": true}'`}}
 	deleted = ins{"deleted in its own transaction", o, "Order", "order-del", "OrderCreated", `'{"deleted": true}'`}
 	return committed, rolledBack, deleted
@@ -257,7 +308,11 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 	insert := func(tx pgx.Tx, in ins) (string, error) {
 		id := newUUID()
 		labels[id] = in.label
-		_, err := tx.Exec(ctx, `INSERT INTO `+in.table+` (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4, `+in.payloadSQL+`)`, id, in.aggType, in.aggID, in.typ)
+		q := `INSERT INTO ` + in.table + ` (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4, ` + in.payloadSQL + `)`
+		if in.table == "outbox_placed" {
+			q = `INSERT INTO ` + in.table + ` (id, aggregatetype, aggregateid, type, payload, part, occurred) VALUES ($1, $2, $3, $4, ` + in.payloadSQL + `)`
+		}
+		_, err := tx.Exec(ctx, q, id, in.aggType, in.aggID, in.typ)
 		if err != nil {
 			return "", fmt.Errorf("insert %q: %w", in.label, err)
 		}
@@ -304,14 +359,20 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 		return nil, nil, err
 	}
 	rows := map[string]row{}
-	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes"} {
-		rs, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text FROM `+t)
+	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes", "outbox_placed", "outbox_expand"} {
+		stamp := "NULL::bigint"
+		if t == "outbox_placed" {
+			// N.B. the expected record timestamp, from PostgreSQL: the
+			// microseconds since the epoch as UTC, truncated to ms.
+			stamp = "trunc(extract(epoch FROM occurred AT TIME ZONE 'UTC') * 1000)::bigint"
+		}
+		rs, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text, `+stamp+` FROM `+t)
 		if err != nil {
 			return nil, nil, err
 		}
 		for rs.Next() {
 			r := row{Table: t}
-			if err := rs.Scan(&r.ID, &r.AggType, &r.AggID, &r.Type, &r.Payload); err != nil {
+			if err := rs.Scan(&r.ID, &r.AggType, &r.AggID, &r.Type, &r.Payload, &r.StampMs); err != nil {
 				return nil, nil, err
 			}
 			r.Label = labels[r.ID]
@@ -413,7 +474,7 @@ func byID(recs []*kgo.Record) (map[string][]*kgo.Record, []*kgo.Record) {
 // the row as PostgreSQL renders it (the StringConverter configuration);
 // and walrelay's against Debezium's: topic modulo the prefixes, partition,
 // key, value, headers, order per topic-partition.
-func compare(rep *ConfigReport, rows map[string]row, labels map[string]string, wrRecs, dbzRecs []*kgo.Record, wrPrefix, dbzPrefix string, checkRows bool) {
+func compare(rep *ConfigReport, rows map[string]row, labels map[string]string, wrRecs, dbzRecs []*kgo.Record, wrPrefix, dbzPrefix string, checkRows, eventStamp bool) {
 	// Differences are grouped by field, sides and kind (the detail without
 	// row-specific values); each group is one line of the report.
 	groups := map[string]*Diff{}
@@ -533,7 +594,14 @@ func compare(rep *ConfigReport, rows map[string]row, labels map[string]string, w
 		if headersString(xh) != headersString(yh) {
 			add("headers", label, "walrelay vs debezium", fmt.Sprintf("%s vs %s", headersString(x.Headers), headersString(y.Headers)))
 		}
-		if !x.Timestamp.Equal(y.Timestamp) {
+		switch st := rows[id].StampMs; {
+		case eventStamp && st != nil:
+			// N.B. the router's table.field.event.timestamp: both sides
+			// take it from the row, and PostgreSQL says what it is.
+			if x.Timestamp.UnixMilli() != *st || y.Timestamp.UnixMilli() != *st {
+				add("event timestamp", label, "walrelay vs debezium vs PostgreSQL", fmt.Sprintf("%d vs %d ms, the row's %d", x.Timestamp.UnixMilli(), y.Timestamp.UnixMilli(), *st))
+			}
+		case !x.Timestamp.Equal(y.Timestamp):
 			tsDiffs = append(tsDiffs, y.Timestamp.Sub(x.Timestamp))
 		}
 	}

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// TestPlacementPoisonEvents: with --partition-column and
+// --timestamp-column each good event is read back from its own partition
+// with its own timestamp; an event whose partition the topic lacks or is
+// negative, whose timestamp is before 1970, or whose timestamp the broker
+// refuses (a day ahead, beyond message.timestamp.after.max.ms) — each of
+// which fails Debezium's task — is dead-lettered with its class, and the
+// slot moves past them all.
+func TestPlacementPoisonEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN part integer, ADD COLUMN occurred timestamp`)
+	agg := e.AggType(0)
+	e.Bed.CreateTopic(t, "outbox.event."+agg, 3)
+	dlq := e.Prefix + ".dlq"
+	c := e.collect(t)
+	dc := e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
+	relay := e.startRelay(t, "--dlq-topic", dlq, "--partition-column", "part", "--timestamp-column", "occurred")
+	relay.WaitStreaming()
+
+	type row struct {
+		part, occurred string // SQL
+		class          string // "" for a good event
+		wantPart       int32
+		wantMs         int64
+	}
+	rows := []row{
+		{part: "2", occurred: "'2025-06-01 10:00:00.123456'", wantPart: 2, wantMs: 1748772000123},
+		{part: "7", occurred: "NULL", class: "bad_value"},
+		{part: "0", occurred: "'2001-02-03 04:05:06'", wantPart: 0, wantMs: 981173106000},
+		{part: "-1", occurred: "NULL", class: "bad_value"},
+		{part: "1", occurred: "'1960-01-01 00:00:00'", class: "bad_value"},
+		{part: "1", occurred: "now()::timestamp + interval '1 day'", class: "rejected_by_broker"},
+		{part: "1", occurred: "'2020-02-29 23:59:59.9995'", wantPart: 1, wantMs: 1583020799999},
+	}
+	ctx := context.Background()
+	conn := harness.Connect(t, e.DSN)
+	defer conn.Close(ctx)
+	ids := map[string]row{}
+	good, poison := 0, 0
+	for i, r := range rows {
+		id := harness.NewUUID()
+		ids[id] = r
+		if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, part, occurred) VALUES ($1, $2, 'same-key', 'T', '{}', `+r.part+`, `+r.occurred+`)`, id, agg); err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		if r.class == "" {
+			good++
+		} else {
+			poison++
+		}
+	}
+	after := e.Bed.CurrentWALLSN(t, e.DSN)
+	c.WaitFor(good, time.Minute)
+	dc.WaitFor(poison, time.Minute)
+	harness.WaitFor(t, time.Minute, "the slot to move past the poison events", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
+	})
+	seen := map[string]bool{}
+	for _, r := range c.ToEnd() {
+		id, _ := harness.Header(r, "id")
+		w, ok := ids[id]
+		if !ok || w.class != "" {
+			t.Errorf("record %s in %s[%d]: not a good event", id, r.Topic, r.Partition)
+			continue
+		}
+		seen[id] = true
+		if r.Partition != w.wantPart || r.Timestamp.UnixMilli() != w.wantMs {
+			t.Errorf("record %s: partition %d, timestamp %d ms; want %d, %d", id, r.Partition, r.Timestamp.UnixMilli(), w.wantPart, w.wantMs)
+		}
+	}
+	classes := map[string]string{}
+	for _, r := range dc.ToEnd() {
+		id, _ := harness.Header(r, "walrelay.event.id")
+		cls, _ := harness.Header(r, "walrelay.error.class")
+		classes[id] = cls
+	}
+	for id, w := range ids {
+		switch {
+		case w.class == "" && !seen[id]:
+			t.Errorf("good event %s (partition %s) not relayed", id, w.part)
+		case w.class != "" && classes[id] != w.class:
+			t.Errorf("event (part %s, occurred %s): dead-letter class %q, want %q", w.part, w.occurred, classes[id], w.class)
+		}
+	}
+}
