@@ -648,16 +648,21 @@ func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *t
 
 // rejectTooLarge dead-letters a record too large for its topic, or halts.
 func (s *Sink) rejectTooLarge(ctx context.Context, tx *decode.Tx, r *kgo.Record, limit int32, a *txAcks, meta recordMeta) (*txAcks, error) {
-	err := tooLargeErr(r.Topic, loneBatchBytes(r), limit)
+	return s.rejectRecord(ctx, tx, r, tooLargeErr(r.Topic, loneBatchBytes(r), limit), "record too large for its topic: dead-lettered", a, meta)
+}
+
+// rejectRecord dead-letters record r, which cannot go to its topic (why),
+// logging msg; or, with --on-poison=halt, fails without confirming past it.
+func (s *Sink) rejectRecord(ctx context.Context, tx *decode.Tx, r *kgo.Record, why error, msg string, a *txAcks, meta recordMeta) (*txAcks, error) {
 	if s.cfg.OnPoison == OnPoisonHalt {
-		return a, fmt.Errorf("%w: xid %d, commit lsn %s: %w (--on-poison=halt: nothing from this event on is confirmed)", ErrPoison, tx.Xid, tx.CommitLSN, err)
+		return a, fmt.Errorf("%w: xid %d, commit lsn %s: %w (--on-poison=halt: nothing from this event on is confirmed)", ErrPoison, tx.Xid, tx.CommitLSN, why)
 	}
-	dl, ferr := s.deadLetterRejected(r, err, meta)
-	if ferr != nil {
-		return a, ferr
+	dl, err := s.deadLetterRejected(r, why, meta)
+	if err != nil {
+		return a, err
 	}
-	s.log.Warn("record too large for its topic: dead-lettered", zap.String("topic", r.Topic), zap.String("table", meta.table),
-		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(err))
+	s.log.Warn(msg, zap.String("topic", r.Topic), zap.String("table", meta.table),
+		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(why))
 	s.metrics.DeadLetter(string(dl.Headers[0].Value))
 	return s.produceDeadLetter(ctx, dl, a, meta)
 }

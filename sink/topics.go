@@ -138,15 +138,5 @@ func (s *Sink) screenTopics(ctx context.Context, topics []string) ([]string, map
 
 // refuseRecord dead-letters a record whose topic was refused, or halts.
 func (s *Sink) refuseRecord(ctx context.Context, tx *decode.Tx, r *kgo.Record, why error, a *txAcks, meta recordMeta) (*txAcks, error) {
-	if s.cfg.OnPoison == OnPoisonHalt {
-		return a, fmt.Errorf("%w: xid %d, commit lsn %s: %w (--on-poison=halt: nothing from this event on is confirmed)", ErrPoison, tx.Xid, tx.CommitLSN, why)
-	}
-	dl, err := s.deadLetterRejected(r, why, meta)
-	if err != nil {
-		return a, err
-	}
-	s.log.Warn("topic refused: dead-lettered", zap.String("topic", r.Topic), zap.String("table", meta.table),
-		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(why))
-	s.metrics.DeadLetter(string(dl.Headers[0].Value))
-	return s.produceDeadLetter(ctx, dl, a, meta)
+	return s.rejectRecord(ctx, tx, r, why, "topic refused: dead-lettered", a, meta)
 }
