@@ -12,7 +12,9 @@ import (
 // Takeover describes an existing slot and its publication for `walrelay
 // check`: what another relay (Debezium's PostgreSQL connector) left, and
 // whether walrelay can stream from it. ok is false when the slot does not
-// exist (Preflight's slot check says what happens then).
+// exist (Preflight's slot check says what happens then), and when it is
+// idle and its publication is what walrelay itself creates: the outbox
+// tables only, inserts only.
 //
 // N.B. read-only: the same catalog rows Prepare reads, nothing created.
 func Takeover(ctx context.Context, cfg Config) (ch Check, ok bool) {
@@ -70,6 +72,12 @@ func Takeover(ctx context.Context, cfg Config) (ch Check, ok bool) {
 		if !containsTable(cfg.Tables, t) {
 			others++
 		}
+	}
+	if !allTables && others == 0 && len(ops) == 1 && ops[0] == "insert" && activePID == nil {
+		// N.B. an idle slot whose publication has the shape walrelay makes
+		// (setup, --create): nothing to say beyond the slot and
+		// publication checks.
+		return ch, false
 	}
 	holder := "inactive"
 	if activePID != nil {
