@@ -41,6 +41,7 @@ type Workload struct {
 	mu         sync.Mutex
 	rolledBack map[string]bool
 	unknown    map[string]bool // the connection broke: committed or not
+	backends   []uint32        // the writers' server processes, ever
 }
 
 // Prepare creates the per-aggregate sequence rows.
@@ -133,6 +134,7 @@ func (w *Workload) Run(ctx context.Context, e *Env) error {
 		}(uint64(i))
 	}
 	wg.Wait()
+	w.awaitBackends(e)
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -140,6 +142,33 @@ func (w *Workload) Run(ctx context.Context, e *Env) error {
 		}
 	}
 	return nil
+}
+
+// awaitBackends waits until the writers' server processes have ended. N.B.
+// a writer stopped during its COMMIT closes its connection at once, but the
+// server may still commit it: until its backend is gone, a transaction may
+// yet appear (in the outbox, and in a Witness only after it).
+func (w *Workload) awaitBackends(e *Env) {
+	w.mu.Lock()
+	pids := slices.Clone(w.backends)
+	w.mu.Unlock()
+	if len(pids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, e.DSN)
+	if err != nil {
+		return // the server is down: no backend of it commits
+	}
+	defer conn.Close(context.Background())
+	for ctx.Err() == nil {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&n); err != nil || n == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (w *Workload) done(ctx context.Context) bool {
@@ -190,6 +219,7 @@ type writerConn struct {
 	dsn       string
 	conn      *pgx.Conn
 	downSince time.Time
+	opened    func(pid uint32) // each connection's server process
 }
 
 // get returns an open connection, or nil (and no error) when ctx ends.
@@ -198,6 +228,9 @@ func (c *writerConn) get(ctx context.Context) (*pgx.Conn, error) {
 		conn, err := pgx.Connect(ctx, c.dsn)
 		if err == nil {
 			c.conn, c.downSince = conn, time.Time{}
+			if c.opened != nil {
+				c.opened(conn.PgConn().PID())
+			}
 			break
 		}
 		if ctx.Err() != nil {
@@ -225,7 +258,11 @@ func (c *writerConn) drop() {
 func (c *writerConn) close() { c.drop() }
 
 func (w *Workload) writer(ctx context.Context, e *Env, rng *mrand.Rand) error {
-	wc := &writerConn{dsn: e.DSN}
+	wc := &writerConn{dsn: e.DSN, opened: func(pid uint32) {
+		w.mu.Lock()
+		w.backends = append(w.backends, pid)
+		w.mu.Unlock()
+	}}
 	defer wc.close()
 	for !w.done(ctx) {
 		conn, err := wc.get(ctx)
