@@ -51,6 +51,7 @@ type ShapeWorkload struct {
 	mu         sync.Mutex
 	rolledBack map[string]bool
 	unknown    map[string]bool
+	backends   backends // the writers' server processes
 }
 
 func (w *ShapeWorkload) setup() {
@@ -145,6 +146,7 @@ func (w *ShapeWorkload) Run(ctx context.Context, e *Env) error {
 		}(uint64(i))
 	}
 	wg.Wait()
+	w.backends.await(e)
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -191,7 +193,7 @@ func (w *ShapeWorkload) plan(rng *mrand.Rand, writer uint64) shapeTx {
 }
 
 func (w *ShapeWorkload) writer(ctx context.Context, e *Env, i uint64, rng *mrand.Rand) error {
-	wc := &writerConn{dsn: e.DSN}
+	wc := &writerConn{dsn: e.DSN, opened: w.backends.opened}
 	defer wc.close()
 	for !w.done(ctx) {
 		conn, err := wc.get(ctx)

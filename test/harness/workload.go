@@ -41,7 +41,7 @@ type Workload struct {
 	mu         sync.Mutex
 	rolledBack map[string]bool
 	unknown    map[string]bool // the connection broke: committed or not
-	backends   []uint32        // the writers' server processes, ever
+	backends   backends
 }
 
 // Prepare creates the per-aggregate sequence rows.
@@ -134,7 +134,7 @@ func (w *Workload) Run(ctx context.Context, e *Env) error {
 		}(uint64(i))
 	}
 	wg.Wait()
-	w.awaitBackends(e)
+	w.backends.await(e)
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -144,14 +144,26 @@ func (w *Workload) Run(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// awaitBackends waits until the writers' server processes have ended. N.B.
-// a writer stopped during its COMMIT closes its connection at once, but the
+// backends are the server processes of a workload's writers, ever.
+type backends struct {
+	mu   sync.Mutex
+	pids []uint32
+}
+
+func (b *backends) opened(pid uint32) {
+	b.mu.Lock()
+	b.pids = append(b.pids, pid)
+	b.mu.Unlock()
+}
+
+// await waits until the writers' server processes have ended. N.B. a
+// writer stopped during its COMMIT closes its connection at once, but the
 // server may still commit it: until its backend is gone, a transaction may
 // yet appear (in the outbox, and in a Witness only after it).
-func (w *Workload) awaitBackends(e *Env) {
-	w.mu.Lock()
-	pids := slices.Clone(w.backends)
-	w.mu.Unlock()
+func (b *backends) await(e *Env) {
+	b.mu.Lock()
+	pids := slices.Clone(b.pids)
+	b.mu.Unlock()
 	if len(pids) == 0 {
 		return
 	}
@@ -258,11 +270,7 @@ func (c *writerConn) drop() {
 func (c *writerConn) close() { c.drop() }
 
 func (w *Workload) writer(ctx context.Context, e *Env, rng *mrand.Rand) error {
-	wc := &writerConn{dsn: e.DSN, opened: func(pid uint32) {
-		w.mu.Lock()
-		w.backends = append(w.backends, pid)
-		w.mu.Unlock()
-	}}
+	wc := &writerConn{dsn: e.DSN, opened: w.backends.opened}
 	defer wc.close()
 	for !w.done(ctx) {
 		conn, err := wc.get(ctx)
