@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/internal/topicready"
 )
 
 // DefaultTopic is Config.Topic's default (flag --checkpoint-topic).
@@ -164,6 +166,12 @@ func (s *Store) ensureTopic(ctx context.Context) error {
 	}
 	if cerr == nil {
 		s.log.Info("created topic", zap.String("topic", s.cfg.Topic), zap.String("cleanup_policy", policy), zap.Int16("replication_factor", resp.ReplicationFactor))
+		// N.B. the first marker write would otherwise wait out the
+		// client's metadata backoff (5 s) while the leader takes the
+		// partition on.
+		if _, err := topicready.AwaitLeaders(ctx, s.cl, []string{s.cfg.Topic}, time.Minute); err != nil {
+			return err
+		}
 	}
 	// N.B. a created topic shows in the metadata of every broker a moment
 	// later: wait for it rather than take it for missing.
