@@ -1,9 +1,11 @@
 package rig
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -91,6 +93,21 @@ func (a *Admin) CreateTopics(ctx context.Context, partitions int32, configs map[
 // EndOffsets sums the end offsets (high watermarks) of every partition of
 // topics: the records they hold when they started empty.
 func (a *Admin) EndOffsets(ctx context.Context, topics ...string) (int64, error) {
+	// N.B. a topic this client saw deleted (DeleteTopics) and another
+	// client created since stays unknown in its metadata cache for a while:
+	// refreshed and asked again, for up to 10 s.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := a.endOffsets(ctx, topics...)
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) || ctx.Err() != nil {
+			return n, err
+		}
+		a.cl.ForceMetadataRefresh()
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (a *Admin) endOffsets(ctx context.Context, topics ...string) (int64, error) {
 	ends, err := a.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return 0, err
@@ -105,6 +122,47 @@ func (a *Admin) EndOffsets(ctx context.Context, topics ...string) (int64, error)
 		n += o.Offset
 	})
 	return n, errors.Join(errs...)
+}
+
+// WarmUp produces n records of size bytes (lz4, acks from all replicas) to
+// topic, created with partitions partitions, and deletes it: the broker's
+// produce path is then compiled by its JIT before the first measured relay,
+// not during it.
+func (a *Admin) WarmUp(ctx context.Context, brokers []string, topic string, partitions int32, n, size int) error {
+	if err := a.CreateTopics(ctx, partitions, nil, topic); err != nil {
+		return err
+	}
+	defer a.DeleteTopics(context.WithoutCancel(ctx), topic)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerBatchCompression(kgo.Lz4Compression()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	value := make([]byte, size)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	var mu sync.Mutex
+	var first error
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i % 10000)), Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if first != nil {
+		return fmt.Errorf("warm up the broker: %w", first)
+	}
+	return nil
 }
 
 // ReadAll consumes topics from the start until want records are read or
