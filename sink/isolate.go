@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -91,6 +92,7 @@ const corruptRetries = 3
 // sink and the relay restarts, still isolating.
 func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record, meta recordMeta) error {
 	s.cur.Add(1)
+	handed := time.Now()
 	var err error
 	for try := 1; ; try++ {
 		if err = s.produceAndWait(ctx, r); err == nil || !errors.Is(err, kerr.CorruptMessage) || try >= corruptRetries {
@@ -99,7 +101,7 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 	}
 	switch {
 	case err == nil:
-		s.metrics.Published(r.Topic, meta.commitTime)
+		s.metrics.Published(r.Topic, meta.commitTime, handed)
 		s.cur.Ack()
 		return nil
 	case errors.Is(err, errSinkDone):

@@ -595,7 +595,7 @@ func (s *Sink) handOver(ctx context.Context, r *kgo.Record, a *txAcks, meta reco
 		s.last = nil
 	}
 	if a == nil || a.h != s.h {
-		a = &txAcks{s: s, x: s.cur, meta: meta, h: s.h}
+		a = &txAcks{s: s, x: s.cur, meta: meta, h: s.h, handed: time.Now()}
 	}
 	s.hn++
 	s.h.pending.Add(1)
@@ -703,6 +703,9 @@ type txAcks struct {
 	x    *checkpoint.Tx
 	meta recordMeta
 	h    *handoff
+	// handed: when its first record was handed to the client (the records
+	// after a wait for room get txAcks of their own).
+	handed time.Time
 }
 
 func (a *txAcks) done(r *kgo.Record, err error) {
@@ -728,7 +731,7 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 		a.s.fail(fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, fenced(err)))
 		return
 	}
-	a.s.metrics.Published(r.Topic, a.meta.commitTime)
+	a.s.metrics.Published(r.Topic, a.meta.commitTime, a.handed)
 	a.x.Ack()
 }
 

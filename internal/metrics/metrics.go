@@ -38,6 +38,7 @@ type Metrics struct {
 	ProduceFailures  prometheus.Counter
 	KafkaErrors      prometheus.Counter
 	CommitToAck      prometheus.Histogram
+	KafkaAck         prometheus.Histogram
 	Restarts         *prometheus.CounterVec
 	SlotLagBytes     prometheus.Gauge
 	SlotSafeWALSize  prometheus.Gauge
@@ -88,6 +89,11 @@ func New() *Metrics {
 			Help:    "Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}),
+		KafkaAck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "walrelay_kafka_ack_seconds",
+			Help:    "Time from handing a transaction's records to the Kafka client to Kafka's acknowledgement of each: the Kafka part of walrelay_commit_to_ack_seconds (the rest is PostgreSQL's streaming and walrelay's decoding).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
 		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_restarts_total", Help: "Pipeline restarts from the last confirmed position, by cause (postgres, kafka, other).",
 		}, []string{"cause"}),
@@ -120,7 +126,7 @@ func New() *Metrics {
 	m.kafkaTxns.WithLabelValues("committed")
 	m.kafkaTxns.WithLabelValues("aborted")
 	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.MessagesNonTx, m.Transactions, m.ProduceFailures,
-		m.KafkaErrors, m.CommitToAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
+		m.KafkaErrors, m.CommitToAck, m.KafkaAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []string{"postgres", "kafka", "other"} {
 		m.Restarts.WithLabelValues(c)
@@ -149,8 +155,10 @@ const MaxTopicSeries = 100
 // never is one.
 const OtherTopic = "(other)"
 
-// Published counts one record acknowledged on topic. Safe for concurrent use.
-func (m *Metrics) Published(topic string, commit time.Time) {
+// Published counts one record acknowledged on topic, of a transaction
+// committed at commit and handed to the Kafka client at handed. Safe for
+// concurrent use.
+func (m *Metrics) Published(topic string, commit, handed time.Time) {
 	if m == nil {
 		return
 	}
@@ -159,7 +167,9 @@ func (m *Metrics) Published(topic string, commit time.Time) {
 		c = m.topicCounter(topic)
 	}
 	c.(prometheus.Counter).Inc()
-	m.CommitToAck.Observe(time.Since(commit).Seconds())
+	now := time.Now()
+	m.CommitToAck.Observe(now.Sub(commit).Seconds())
+	m.KafkaAck.Observe(now.Sub(handed).Seconds())
 }
 
 // topicCounter is the counter of a topic not yet in publishedByTopic: its

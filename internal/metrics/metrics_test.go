@@ -15,7 +15,7 @@ func TestPublishedTopicSeriesAreBounded(t *testing.T) {
 	const topics, each = 3 * MaxTopicSeries, 2
 	for round := 0; round < each; round++ {
 		for i := 0; i < topics; i++ {
-			m.Published(fmt.Sprintf("outbox.event.t%d", i), time.Now())
+			m.Published(fmt.Sprintf("outbox.event.t%d", i), time.Now(), time.Now())
 		}
 	}
 	families, err := m.Registry.Gather()

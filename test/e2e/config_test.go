@@ -238,6 +238,13 @@ func TestMetricsMatchKafka(t *testing.T) {
 	if got := relay.Metric("walrelay_commit_to_ack_seconds_count"); got != float64(len(recs)) {
 		t.Errorf("walrelay_commit_to_ack_seconds_count = %v, want %d", got, len(recs))
 	}
+	// The Kafka part of each record's commit → ack: as many, each no longer.
+	if got := relay.Metric("walrelay_kafka_ack_seconds_count"); got != float64(len(recs)) {
+		t.Errorf("walrelay_kafka_ack_seconds_count = %v, want %d", got, len(recs))
+	}
+	if kafka, all := relay.Metric("walrelay_kafka_ack_seconds_sum"), relay.Metric("walrelay_commit_to_ack_seconds_sum"); kafka <= 0 || kafka > all {
+		t.Errorf("walrelay_kafka_ack_seconds_sum = %v, want above 0 and at most walrelay_commit_to_ack_seconds_sum (%v)", kafka, all)
+	}
 	if got := relay.Metric(`walrelay_state{state="streaming"}`); got != 1 {
 		t.Errorf(`walrelay_state{state="streaming"} = %v, want 1`, got)
 	}

@@ -82,6 +82,14 @@ func (f *floorReader) read(r io.Reader) {
 	}
 }
 
+// pid is pg_recvlogical's process id.
+func (f *floorReader) pid() int {
+	if f.cmd.Process == nil {
+		return 0
+	}
+	return f.cmd.Process.Pid
+}
+
 // count is how many rows of typ the floor has read.
 func (f *floorReader) count(typ string) int {
 	f.mu.Lock()

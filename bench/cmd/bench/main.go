@@ -60,6 +60,7 @@ type config struct {
 	walrelayBin  string
 	// newtopic workload
 	walrelayBefore string
+	walrelayArgs   []string
 	newTopics      int
 	newTopicRounds int
 	db             string
@@ -94,6 +95,7 @@ func parseConfig() (*config, error) {
 	fs.StringVar(&c.outDir, "out", envOr("BENCH_OUT", "bench/results"), "results directory (BENCH_OUT)")
 	fs.StringVar(&c.walrelayBin, "walrelay", envOr("BENCH_WALRELAY", ""), "walrelay binary (default: build ./cmd/walrelay) (BENCH_WALRELAY)")
 	fs.StringVar(&c.walrelayBefore, "walrelay-before", envOr("BENCH_WALRELAY_BEFORE", ""), "a second walrelay binary (e.g. of the commit before a change): newtopic runs it alternately with the first; the relays walrelay-before and walrelay-null-before run it on W1 (BENCH_WALRELAY_BEFORE)")
+	extraArgs := fs.String("walrelay-args", envOr("BENCH_WALRELAY_ARGS", ""), "more walrelay run flags, space-separated, for every walrelay relay (e.g. \"--kafka-linger 2ms\") (BENCH_WALRELAY_ARGS)")
 	newTopics := fs.String("newtopics", envOr("BENCH_NEWTOPICS", "3"), "newtopic: new aggregate types (topics walrelay creates) per walrelay start (BENCH_NEWTOPICS)")
 	newTopicRounds := fs.String("newtopic-rounds", envOr("BENCH_NEWTOPIC_ROUNDS", "2"), "newtopic: walrelay starts per binary (BENCH_NEWTOPIC_ROUNDS)")
 	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")
@@ -115,6 +117,7 @@ func parseConfig() (*config, error) {
 		}
 		return d
 	}
+	c.walrelayArgs = strings.Fields(*extraArgs)
 	c.rows = atoi("rows", *rows, 1)
 	c.batchTx = atoi("batch-tx", *batchTx, 1)
 	c.batchRows = atoi("batch-rows", *batchRows, 1)

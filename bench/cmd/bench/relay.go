@@ -41,6 +41,7 @@ func (b *bench) walrelayArgs(slot, pub string, null bool, profile string) []stri
 		"--status-interval", b.cfg.status.String(),
 		"--log-level", b.cfg.logLevel,
 	}
+	args = append(args, b.cfg.walrelayArgs...)
 	if null {
 		args = append(args, "--bench-null-sink")
 	}

@@ -68,8 +68,8 @@ func markdown(res *Results) string {
 		b.WriteString("\n### W2 steady rate: commit-to-consumer latency (ms)\n\n")
 		b.WriteString("Insert → consume: consumer receive time minus the row's clock_timestamp() at insert (in the payload), the same measure for both relays. Record ts → consume: minus the Kafka record timestamp (walrelay: commit time; Debezium: when the connector processed the event; 1 ms resolution).\n\n")
 		b.WriteString("Slot floor: the same rows at the same time through a second slot (test_decoding) read by pg_recvlogical, line read minus insert time; ratio = the relay's insert → consume over the floor.\n\n")
-		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | slot floor p50 / p99 | ratio p50 / p99 | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ | CPU s | CPU s / M events | peak RSS MiB | median RSS MiB | machine busy | load after |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | slot floor p50 / p99 | ratio p50 / p99 | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ (of it, handed to Kafka → ack) | CPU s | CPU s / M events (relay · walsender · broker) | floor CPU s | bench CPU s | peak RSS MiB | median RSS MiB | machine busy | load after |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---|\n")
 		for _, l := range res.Latency {
 			relay := l.Relay
 			if l.Error != "" {
@@ -79,15 +79,19 @@ func markdown(res *Results) string {
 			own := "–"
 			if c := l.RelayCommitToAck; c != nil {
 				own = fmt.Sprintf("%.1f / %.0f", c.MeanMS, c.P99LE)
+				if k := l.RelayKafkaAck; k != nil {
+					own += fmt.Sprintf(" (Kafka %.1f / %.0f)", k.MeanMS, k.P99LE)
+				}
 			}
 			floor, ratio := "–", "–"
 			if f := l.SlotFloor; f != nil {
 				floor = fmt.Sprintf("%.2f / %.2f", f.P50, f.P99)
 				ratio = fmt.Sprintf("%.2f× / %.2f×", l.FloorRatioP50, l.FloorRatioP99)
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f / %.1f | %s | %s | %s | %s | %s | %.0f%% | %s |\n",
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f / %.1f | %s | %s | %s · %s · %s | %s | %s | %s | %s | %.0f%% | %s |\n",
 				relay, l.TargetRate, l.AchievedRate, l.Received, s.P50, s.P90, s.P99, s.P999, s.Max, floor, ratio,
-				l.RecordTSToConsume.P50, l.RecordTSToConsume.P99, own, f1(l.CPUS), f1(l.CPUSPerMEvents), f1(l.PeakRSSMB), f1(l.SteadyRSSMB), 100*l.BusyShare, l.Load)
+				l.RecordTSToConsume.P50, l.RecordTSToConsume.P99, own, f1(l.CPUS), f1(l.CPUSPerMEvents), f1(l.WalsenderCPUSPerMEvents), f1(l.BrokerCPUSPerMEvents),
+				f1(l.FloorCPUS), f1(l.BenchCPUS), f1(l.PeakRSSMB), f1(l.SteadyRSSMB), 100*l.BusyShare, l.Load)
 		}
 	}
 	if len(res.NewTopics) > 0 {

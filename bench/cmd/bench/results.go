@@ -141,7 +141,7 @@ type Latency struct {
 	RecordTSToConsume Stats `json:"record_timestamp_to_consume"`
 	// SlotFloor: the slot's own floor over the same rows at the same time,
 	// a second slot (test_decoding) read by pg_recvlogical: the time its
-	// output line is read minus the payload's "ts". Not for Debezium.
+	// output line is read minus the payload's "ts"; beside every relay.
 	SlotFloor *Stats `json:"slot_floor_insert_to_decode,omitempty"`
 	// FloorRatioP50, FloorRatioP99: InsertToConsume over SlotFloor.
 	FloorRatioP50 float64 `json:"floor_ratio_p50,omitempty"`
@@ -149,9 +149,22 @@ type Latency struct {
 	// RelayCommitToAck is walrelay's own walrelay_commit_to_ack_seconds
 	// histogram over the phase: commit to Kafka's acknowledgement.
 	RelayCommitToAck *Bucketed `json:"walrelay_commit_to_ack,omitempty"`
-	CPUS             float64   `json:"cpu_s"`
-	CPUSPerMEvents   float64   `json:"cpu_s_per_million_events"`
-	PeakRSSMB        float64   `json:"peak_rss_mb"`
+	// RelayKafkaAck is walrelay_kafka_ack_seconds: handed to the Kafka
+	// client to acknowledged, the Kafka part of RelayCommitToAck.
+	RelayKafkaAck  *Bucketed `json:"walrelay_kafka_ack,omitempty"`
+	CPUS           float64   `json:"cpu_s"`
+	CPUSPerMEvents float64   `json:"cpu_s_per_million_events"`
+	// WalsenderCPUS: the server process streaming the relay's slot;
+	// BrokerCPUS: the Kafka broker; FloorCPUS: pg_recvlogical and its
+	// walsender (the floor); BenchCPUS: this program (writers' client side,
+	// consumer, floor parsing). Over the phase, like CPUS.
+	WalsenderCPUS           float64 `json:"walsender_cpu_s"`
+	WalsenderCPUSPerMEvents float64 `json:"walsender_cpu_s_per_million_events"`
+	BrokerCPUS              float64 `json:"broker_cpu_s"`
+	BrokerCPUSPerMEvents    float64 `json:"broker_cpu_s_per_million_events"`
+	FloorCPUS               float64 `json:"floor_cpu_s"`
+	BenchCPUS               float64 `json:"bench_cpu_s"`
+	PeakRSSMB               float64 `json:"peak_rss_mb"`
 	// RSS: walrelay's VmRSS every 250 ms over the phase; SteadyRSSMB the
 	// median.
 	RSS         []rig.RSSPoint `json:"rss,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/internal/procstat"
 )
 
 // runW2 runs walrelay, then Debezium, each on a fresh slot, at each rate.
@@ -74,21 +76,22 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 			logf("w2: stop %s: %v", relay, err)
 		}
 	}()
-	var floor *floorReader
-	if relay != relayDebezium {
-		// N.B. the slot's own floor on the same WAL at the same time: a
-		// second slot, test_decoding through pg_recvlogical.
-		if floor, err = b.startFloor(ctx, slotName("w2", relay+"_floor")); err != nil {
-			return err
-		}
-		defer floor.stop(context.WithoutCancel(ctx), b.dsn)
+	// N.B. the slot's own floor on the same WAL at the same time: a second
+	// slot, test_decoding through pg_recvlogical. Beside every relay, so
+	// that each runs with the same load on the box: at 5,000/s on 2 cores
+	// the floor's own reading took the share that set walrelay's tail
+	// apart from Debezium's, which ran without it.
+	floor, err := b.startFloor(ctx, slotName("w2", relay+"_floor"))
+	if err != nil {
+		return err
 	}
+	defer floor.stop(context.WithoutCancel(ctx), b.dsn)
 	seq := int64(10_000_000)
 	if b.cfg.w2Warmup > 0 && len(b.cfg.w2Rates) > 0 {
 		// Unmeasured: the relay streams and is warm (JIT, connections,
 		// topic metadata) before the first measured rate. Its records may
 		// wait for Debezium's start-up, hence the long allowance.
-		l := b.measure(ctx, r, floor, w2Type(relay, "warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq, 3*time.Minute)
+		l := b.measure(ctx, r, slot, floor, w2Type(relay, "warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq, 3*time.Minute)
 		seq += int64(l.Sent)
 		if l.Error != "" {
 			return fmt.Errorf("warm-up: %s", l.Error)
@@ -101,7 +104,7 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 			break
 		}
 		r.proc.ResetPeak()
-		l := b.measure(ctx, r, floor, w2Type(relay, strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq, 2*time.Minute)
+		l := b.measure(ctx, r, slot, floor, w2Type(relay, strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq, 2*time.Minute)
 		seq += int64(l.Sent)
 		b.res.Latency = append(b.res.Latency, l)
 		if l.Error != "" {
@@ -121,7 +124,7 @@ func (b *bench) latencyRelay(ctx context.Context, relay string) error {
 // measure writes typ rows at rate for dur while a consumer reads the
 // relay's topic, and waits up to grace after the last write for every
 // record.
-func (b *bench) measure(ctx context.Context, r *running, floor *floorReader, typ string, rate int, dur time.Duration, seq0 int64, grace time.Duration) Latency {
+func (b *bench) measure(ctx context.Context, r *running, slot string, floor *floorReader, typ string, rate int, dur time.Duration, seq0 int64, grace time.Duration) Latency {
 	l := Latency{Relay: r.relay, TargetRate: rate}
 	topic := topicPrefix(r.relay) + typ
 	cons, err := newLatencyConsumer(ctx, b.env.Brokers, topic)
@@ -130,9 +133,14 @@ func (b *bench) measure(ctx context.Context, r *running, floor *floorReader, typ
 		return l
 	}
 	defer cons.close()
+	// The box's other busy processes over the phase, each on its own.
+	walsender := b.walsenderPID(ctx, slot)
+	floorSender := b.walsenderPID(ctx, floor.slot)
+	ws0, fs0, fr0 := procstat.CPUSeconds(walsender), procstat.CPUSeconds(floorSender), procstat.CPUSeconds(floor.pid())
+	broker0, self0 := procstat.CPUSeconds(b.env.KafkaPID), procstat.CPUSeconds(os.Getpid())
 
-	const hist = "walrelay_commit_to_ack_seconds"
-	h0 := scrapeHistogram(ctx, r.metrics, hist)
+	const hist, kafkaHist = "walrelay_commit_to_ack_seconds", "walrelay_kafka_ack_seconds"
+	h0, k0 := scrapeHistogram(ctx, r.metrics, hist), scrapeHistogram(ctx, r.metrics, kafkaHist)
 	busy0 := rig.ReadMachineCPU()
 	rss := rig.SampleRSS(r.proc.Pid(), 250*time.Millisecond)
 	cpu0 := r.cpu()
@@ -157,7 +165,12 @@ func (b *bench) measure(ctx context.Context, r *running, floor *floorReader, typ
 		time.Sleep(10 * time.Millisecond)
 	}
 	l.CPUS = round(r.cpu()-cpu0, 2)
+	l.WalsenderCPUS = cpuSince(walsender, ws0)
+	l.BrokerCPUS = cpuSince(b.env.KafkaPID, broker0)
+	l.FloorCPUS = round(cpuSince(floorSender, fs0)+cpuSince(floor.pid(), fr0), 2)
+	l.BenchCPUS = cpuSince(os.Getpid(), self0)
 	l.RelayCommitToAck = histogramDelta(h0, scrapeHistogram(ctx, r.metrics, hist))
+	l.RelayKafkaAck = histogramDelta(k0, scrapeHistogram(ctx, r.metrics, kafkaHist))
 	l.PeakRSSMB = round(r.proc.PeakRSSMB(), 1)
 	l.RSS = rss.Stop()
 	l.SteadyRSSMB = rig.SteadyMiB(l.RSS, 0)
@@ -165,6 +178,8 @@ func (b *bench) measure(ctx context.Context, r *running, floor *floorReader, typ
 	l.Load = rig.LoadAvg()
 	if sent > 0 {
 		l.CPUSPerMEvents = round(l.CPUS/float64(sent)*1e6, 2)
+		l.WalsenderCPUSPerMEvents = round(l.WalsenderCPUS/float64(sent)*1e6, 2)
+		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
 	}
 	cons.close()
 	l.Received, l.Duplicates = cons.received(), cons.dups
@@ -185,6 +200,32 @@ func (b *bench) measure(ctx context.Context, r *running, floor *floorReader, typ
 		l.Error = fmt.Sprintf("received %d of %d records within %s of the last write", l.Received, sent, grace)
 	}
 	return l
+}
+
+// walsenderPID is the server process streaming slot, 0 if none.
+func (b *bench) walsenderPID(ctx context.Context, slot string) int {
+	w, err := rig.NewSlotWatcher(ctx, b.dsn)
+	if err != nil {
+		return 0
+	}
+	defer w.Close()
+	st, err := w.State(ctx, slot)
+	if err != nil {
+		return 0
+	}
+	return st.ActivePID
+}
+
+// cpuSince is pid's CPU seconds since c0 (0 when either is unknown).
+func cpuSince(pid int, c0 float64) float64 {
+	if pid == 0 || c0 < 0 {
+		return 0
+	}
+	c := procstat.CPUSeconds(pid)
+	if c < 0 {
+		return 0
+	}
+	return round(c-c0, 2)
 }
 
 // writeAtRate commits single-row transactions at rate for dur: row i is due

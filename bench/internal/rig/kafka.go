@@ -28,7 +28,11 @@ type Admin struct {
 
 // NewAdmin connects to brokers.
 func NewAdmin(brokers []string) (*Admin, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RetryTimeout(30*time.Second))
+	// N.B. a short metadata age: kgo caches the metadata of a sharded
+	// request (ListOffsets) for MetadataMinAge, so with the default 5 s the
+	// end offsets of a topic walrelay creates mid-drain stayed unknown for
+	// 5 s after it appeared, and the drain was timed 5 s or more.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RetryTimeout(30*time.Second), kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
