@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sync/atomic"
 	"time"
@@ -289,12 +290,27 @@ func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, e
 	return lsn, nil
 }
 
+// outputStyles are the settings of the replication session that decide how
+// values are printed: the decoder reads timestamps in ISO DateStyle and
+// bytea in hex (another bytea_output made every bytea event poison), and
+// header values are passed on in PostgreSQL's default styles.
+var outputStyles = map[string]string{
+	"DateStyle":     "ISO, MDY",
+	"IntervalStyle": "postgres",
+	"bytea_output":  "hex",
+}
+
 func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, error) {
 	pc, err := pgconn.ParseConfig(s.cfg.ConnString)
 	if err != nil {
 		return nil, nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
 	}
 	pc.RuntimeParams["replication"] = "database"
+	// N.B. pgoutput sends each value as the walsender's session prints it,
+	// and a role's or database's settings (ALTER ... SET) reach that
+	// session: the styles the decoder reads are asked for here, whatever
+	// they set.
+	maps.Copy(pc.RuntimeParams, outputStyles)
 	// N.B. a message above the limit is refused from its header, before its
 	// body is read: one huge row cannot take the memory.
 	pc.MaxProtocolMessageBodyLen = s.cfg.MaxMessageBytes

@@ -94,3 +94,58 @@ func TestPlacementPoisonEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestServerOutputStylesDoNotChangeRecords: a database whose sessions print
+// dates in another DateStyle and bytea in escape format (ALTER DATABASE ...
+// SET, as legacy applications do) still gets each event's timestamp and a
+// bytea header's bytes as written: walrelay's replication connection asks
+// for the ISO and hex output it decodes.
+func TestServerOutputStylesDoNotChangeRecords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var db string
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	e.Bed.Exec(t, e.DSN, `ALTER DATABASE "`+db+`" SET DateStyle = 'SQL, DMY'`)
+	e.Bed.Exec(t, e.DSN, `ALTER DATABASE "`+db+`" SET bytea_output = 'escape'`)
+	e.Bed.Exec(t, e.DSN, `ALTER DATABASE "`+db+`" SET IntervalStyle = 'sql_standard'`)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN occurred timestamp, ADD COLUMN raw bytea, ADD COLUMN took interval`)
+	var style string
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT current_setting('DateStyle') || ' ' || current_setting('bytea_output')`).Scan(&style); err != nil {
+		t.Fatal(err)
+	}
+	if style != "SQL, DMY escape" {
+		t.Fatalf("a new session of the database prints %q, want the settings made for it", style)
+	}
+	dlq := e.Prefix + ".dlq"
+	c := e.collect(t)
+	dc := e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
+	relay := e.startRelay(t, "--dlq-topic", dlq, "--timestamp-column", "occurred", "--header-columns", "raw:raw,took:took")
+	relay.WaitStreaming()
+	id := harness.NewUUID()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, occurred, raw, took)
+		VALUES ($1, $2, 'k', 'T', '{}', '2025-06-01 10:00:00.123456', '\x00ff41'::bytea, interval '1 day 02:03:04')`, id, e.AggType(0))
+	after := e.Bed.CurrentWALLSN(t, e.DSN)
+	harness.WaitFor(t, time.Minute, "the slot to move past the event", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
+	})
+	if dead := dc.ToEnd(); len(dead) != 0 {
+		msg, _ := harness.Header(dead[0], "walrelay.error.message")
+		t.Fatalf("the event was dead-lettered: %s", msg)
+	}
+	recs := c.ToEnd()
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if got, want := r.Timestamp.UnixMilli(), int64(1748772000123); got != want {
+		t.Errorf("record timestamp %d ms, want %d (2025-06-01 10:00:00.123 UTC)", got, want)
+	}
+	if got, _ := harness.Header(r, "raw"); got != "\x00\xffA" {
+		t.Errorf("header raw %q, want the bytes 00 ff 41", got)
+	}
+	if got, _ := harness.Header(r, "took"); got != "1 day 02:03:04" {
+		t.Errorf("header took %q, want PostgreSQL's own interval style %q", got, "1 day 02:03:04")
+	}
+}

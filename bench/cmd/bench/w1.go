@@ -271,7 +271,7 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 		}
 	}
 	recs := ""
-	if kafka {
+	if kafka && d.RecordsS > 0 {
 		recs = fmt.Sprintf(", every record in Kafka after %.2fs", d.RecordsS)
 	}
 	logf("%s: %s: confirmed after %.2fs (%.0f events/s)%s, CPU %.1fs (walsender %.1fs, broker %.1fs), peak RSS %.0f MiB, median RSS after 1 s %.1f MiB; load %s%s",
