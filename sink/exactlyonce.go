@@ -124,7 +124,10 @@ type eos struct {
 	skipping   *checkpoint.Tx
 	skipped    int
 
-	open    bool             // a Kafka transaction is begun
+	open bool // a Kafka transaction is begun
+	// unsure: a commit of it failed, so its state is not known here; it
+	// is not aborted on Close (see abortOpen).
+	unsure  bool
 	txs     []*checkpoint.Tx // its PostgreSQL transactions, each holding one pending ack
 	joined  bool             // the current PostgreSQL transaction is in txs
 	records int
@@ -579,6 +582,7 @@ func (s *Sink) commit(ctx context.Context) error {
 			// first (a zombie's replication connection is gone too).
 			s.log.Error("kafka transaction not committed: fenced", zap.String("transactional_id", s.cfg.TransactionalID), zap.Error(err))
 		}
+		e.unsure = true
 		s.metrics.Failure()
 		s.fail(err)
 		return err
@@ -666,11 +670,26 @@ func (s *Sink) committer() {
 // abortOpen aborts the open Kafka transaction, if any, when the sink is
 // discarded, so that read_committed consumers do not wait for the
 // broker's transaction timeout.
+//
+// N.B. not after a failed commit, nor once fenced: franz-go then aborts by
+// initializing the producer id again at this producer's old epoch, and the
+// coordinator, finding a newer producer's transaction ongoing, aborts that
+// one and bumps the epoch before it refuses the old one. A resumed zombie
+// thus fenced the walrelay that had taken its slot over (seen in
+// TestZombieFencedExactlyOnce: the holder's produce refused with
+// INVALID_PRODUCER_EPOCH 16 ms after the zombie's InitProducerID). Whoever
+// holds the slot next initializes the producer id before producing, which
+// aborts this transaction if it is still open.
 func (s *Sink) abortOpen() {
 	e := s.eos
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.open {
+		return
+	}
+	if e.unsure || errors.Is(s.Err(), ErrFenced) {
+		s.log.Debug("not aborting the kafka transaction: its commit failed or the producer was fenced; the next producer of the transactional id ends it", zap.String("transactional_id", s.cfg.TransactionalID))
+		e.open = false
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

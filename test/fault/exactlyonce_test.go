@@ -17,15 +17,11 @@ import (
 // paused with SIGSTOP; PostgreSQL drops its walsender
 // (wal_sender_timeout), the standby takes the slot, fences the paused
 // one's transactional id and streams. The paused one is then resumed and
-// its commit request released: nothing of it is committed, and the zombie
-// goes back to waiting for the slot, or takes it back and fences the other.
-// Again and again, roles swapping. A read_committed consumer reads each
-// event once, and at least one round ends with a fencing error, the
-// zombie's (its held commit refused) or the other's: when the zombie's
-// replication read, timed out while it was stopped, ends its attempt
-// before its commit's answer arrives, the holder was seen fenced instead
-// (its InitProducerID refused with INVALID_PRODUCER_EPOCH 7 ms after the
-// zombie's restart, before the zombie's next attempt; why is not known).
+// its commit request released: nothing of it is committed, the zombie goes
+// back to waiting for the slot, and the walrelay holding the slot is not
+// disturbed: it is never fenced by the zombie. Again and again, roles
+// swapping when the holder loses the slot on a loaded machine. A
+// read_committed consumer reads each event once.
 func TestZombieFencedExactlyOnce(t *testing.T) {
 	rounds := scale(3, 12)
 	s := exactlyOnce.in(newScenario(t, defaultWorkload(scale(12000, 120000))))
@@ -48,7 +44,7 @@ func TestZombieFencedExactlyOnce(t *testing.T) {
 	standby, standbyName := start()
 
 	slice := s.events / rounds
-	fencedSeen, fencingSeen, swapped := 0, 0, 0
+	fencedSeen, holderFenced, swapped := 0, 0, 0
 	var times []time.Duration
 	for i := 0; i < rounds; i++ {
 		harness.WaitFor(t, time.Minute, "the standby to wait for the slot", func() bool {
@@ -117,12 +113,16 @@ func TestZombieFencedExactlyOnce(t *testing.T) {
 			streaming = streamers(t, s.e)
 			return len(streaming) == 1
 		})
-		// N.B. which side a fencing error reaches depends on which of the
-		// zombie's goroutines wakes first: its replication read, timed
-		// out while it was stopped, can end the attempt before the held
-		// commit's answer arrives, and the holder was then seen fenced.
-		if strings.Contains(active.Log()[len(before):], "fenced (a newer producer") || strings.Contains(standby.Log()[len(standbyBefore):], "fenced (a newer producer") {
-			fencingSeen++
+		// N.B. the zombie's teardown once aborted its transaction by
+		// initializing the producer id at its old epoch, and the
+		// coordinator aborted the holder's ongoing transaction for it.
+		if l := standby.Log()[len(standbyBefore):]; strings.Contains(l, "fenced (a newer producer") {
+			holderFenced++
+			for _, line := range strings.Split(l, "\n") {
+				if strings.Contains(line, "fenced (a newer producer") {
+					t.Logf("holder: %.400s", line)
+				}
+			}
 		}
 		in.End()
 		if streaming[0] == activeName {
@@ -133,11 +133,11 @@ func TestZombieFencedExactlyOnce(t *testing.T) {
 	}
 	standby.Kill()
 	t.Logf("the last active walrelay is %s", activeName)
-	rep := s.finish(active, fmt.Sprintf("takeover=%v zombie_fenced_errors=%d rounds_with_fencing=%d zombie_took_slot_back=%d", times, fencedSeen, fencingSeen, swapped))
+	rep := s.finish(active, fmt.Sprintf("takeover=%v zombie_fenced_errors=%d holder_fenced=%d zombie_took_slot_back=%d", times, fencedSeen, holderFenced, swapped))
 	stopRelay(t, active)
-	t.Logf("FIGURES rounds=%d takeover_times=%v zombie_commit_fenced=%d rounds_with_fencing=%d zombie_took_slot_back=%d events=%d duplicates=%d",
-		rounds, times, fencedSeen, fencingSeen, swapped, rep.Events, rep.Duplicates)
-	if fencingSeen == 0 {
-		t.Errorf("no round ended with a fencing error, of the resumed walrelay or of the one it took the slot back from: the test did not exercise fencing")
+	t.Logf("FIGURES rounds=%d takeover_times=%v zombie_commit_fenced=%d holder_fenced=%d zombie_took_slot_back=%d events=%d duplicates=%d",
+		rounds, times, fencedSeen, holderFenced, swapped, rep.Events, rep.Duplicates)
+	if holderFenced > 0 {
+		t.Errorf("in %d of %d rounds the resumed walrelay fenced the one holding the slot", holderFenced, rounds)
 	}
 }
