@@ -43,16 +43,16 @@ func NewAdmin(brokers []string) (*Admin, error) {
 func (a *Admin) Close() { a.cl.Close() }
 
 // CreateTopics creates topics with partitions partitions (replication
-// factor 1), deleting them first if they exist, and waits until the broker
-// serves their metadata.
+// factor 1), deleting them first if they exist (DeleteTopics), and waits
+// until the broker serves their metadata.
 func (a *Admin) CreateTopics(ctx context.Context, partitions int32, configs map[string]*string, topics ...string) error {
 	if len(topics) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := a.adm.DeleteTopics(ctx, topics...); err != nil {
-		return fmt.Errorf("delete topics: %w", err)
+	if err := a.DeleteTopics(ctx, topics...); err != nil {
+		return err
 	}
 	for {
 		resp, err := a.adm.CreateTopics(ctx, partitions, 1, configs, topics...)
