@@ -156,6 +156,8 @@ func (s *Sink) produceAndWait(ctx context.Context, r *kgo.Record) error {
 		done <- err
 	})
 	s.clock.seal(h)
+	s.lingering = true
+	s.sendLingering()
 	select {
 	case err := <-done:
 		return err

@@ -50,8 +50,11 @@ type Config struct {
 	// on its own is dead-lettered. Default 1048588, Kafka's broker
 	// default.
 	MaxMessageBytes int32
-	// Linger is how long a partition waits for more records before sending.
-	// Default 0: send as soon as a request can be built.
+	// Linger is how long a partition waits for more records before sending
+	// (Java's linger.ms), at most a minute and below DeliveryTimeout. The
+	// sink sends what lingers at once whenever it waits for an
+	// acknowledgement: for room under MaxInflightBytes, or for a record it
+	// isolates. Default 0: send as soon as a request can be built.
 	Linger time.Duration
 	// CreateTopics creates a missing topic before the first record goes to
 	// it. Without it a missing topic is an error. Default (zero value) false;
@@ -191,6 +194,11 @@ func (c Config) Validate() error {
 	if c.DeliveryTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("delivery timeout %s: want at least 1s", c.DeliveryTimeout))
 	}
+	// N.B. franz-go refuses a linger above a minute; one as long as the
+	// delivery timeout would fail the records it holds.
+	if c.Linger < 0 || c.Linger > time.Minute || c.Linger >= c.DeliveryTimeout {
+		errs = append(errs, fmt.Errorf("linger %s: want 0 to 1m, and below the delivery timeout (%s)", c.Linger, c.DeliveryTimeout))
+	}
 	if c.MaxMessageBytes < 1024 {
 		errs = append(errs, fmt.Errorf("max message bytes %d: want at least 1024", c.MaxMessageBytes))
 	}
@@ -251,6 +259,8 @@ type Sink struct {
 	handoffAge time.Duration
 	isoThrough pglogrepl.LSN   // isolating the transactions up to this commit LSN
 	isoTopics  map[string]bool // of these topics; nil when not isolating
+	lingering  bool            // records were produced since the last sendLingering
+	flushDone  chan struct{}   // closed when sendLingering's flush has ended
 
 	iso        *Isolation
 	lastCommit atomic.Uint64 // commit LSN of the newest transaction begun
@@ -557,6 +567,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 			s.cur.Add(1)
 			s.cl.Produce(ctx, r, a.done)
 		}
+		s.lingering = true
 	}
 	if tx.Last {
 		s.cur.Close(tx.EndLSN)
@@ -578,6 +589,9 @@ func (s *Sink) handOver(ctx context.Context, r *kgo.Record, a *txAcks, meta reco
 		// sealed meanwhile, and the records after the wait are timed anew
 		// unless the handoff is still young.
 		s.sealHandoff()
+		// N.B. room is made by acknowledgements: records left to linger
+		// would hold it until their linger ends.
+		s.sendLingering()
 		if !s.budget.Acquire(ctx, cost, s.failed) {
 			if err := s.Err(); err != nil {
 				return nil, err
@@ -600,6 +614,38 @@ func (s *Sink) handOver(ctx context.Context, r *kgo.Record, a *txAcks, meta reco
 	s.hn++
 	s.h.pending.Add(1)
 	return a, nil
+}
+
+// sendLingering sends at once the records that wait for their linger
+// (Config.Linger) to end, and those produced after them until all are
+// acknowledged: the sink calls it before each wait for an acknowledgement,
+// which its own lingering records would otherwise prolong by up to the
+// linger each time. Called from the producing goroutine.
+//
+// N.B. it flushes in the background rather than ending the lingers once: a
+// record of a topic whose partitions the client has not loaded yet (as
+// after a restart) starts its linger only once they are loaded, after any
+// call that ends the lingers, and franz-go starts no linger while a Flush
+// runs. The flush ends by itself once every record is acknowledged (or
+// failed, as when the client is closed).
+func (s *Sink) sendLingering() {
+	if !s.lingering || s.cfg.Linger <= 0 || s.cfg.Null {
+		return
+	}
+	s.lingering = false
+	if s.flushDone != nil {
+		select {
+		case <-s.flushDone:
+		default:
+			return // still flushing: nothing lingers
+		}
+	}
+	done := make(chan struct{})
+	s.flushDone = done
+	go func() {
+		defer close(done)
+		_ = s.cl.Flush(context.Background())
+	}()
 }
 
 // sealHandoff ends the open handoff; the next records may reopen it.
@@ -887,6 +933,9 @@ func (z zapLogger) Level() kgo.LogLevel {
 }
 
 func (z zapLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if level >= kgo.LogLevelInfo && (msg == "flushing" || msg == "flushed") {
+		return // N.B. sendLingering flushes before each wait for room
+	}
 	fields := make([]zap.Field, 0, len(keyvals)/2)
 	for i := 0; i+1 < len(keyvals); i += 2 {
 		k, _ := keyvals[i].(string)

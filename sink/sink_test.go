@@ -530,3 +530,52 @@ func TestInflightBytesBoundProduce(t *testing.T) {
 		t.Errorf("watermark %s moved past unacknowledged records", got)
 	}
 }
+
+func TestLingerConfig(t *testing.T) {
+	for _, c := range []struct {
+		linger, timeout time.Duration
+		ok              bool
+	}{
+		{0, 0, true},
+		{5 * time.Millisecond, 0, true},
+		{time.Minute, 0, true},
+		{time.Minute + time.Millisecond, 0, false}, // franz-go's bound
+		{-time.Millisecond, 0, false},
+		{2 * time.Second, 2 * time.Second, false}, // as long as the delivery timeout
+	} {
+		err := Config{Linger: c.linger, DeliveryTimeout: c.timeout}.Validate()
+		if got := err == nil; got != c.ok {
+			t.Errorf("linger %s, delivery timeout %s: Validate = %v, want valid=%v", c.linger, c.timeout, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "linger") {
+			t.Errorf("linger %s: %v does not name the linger", c.linger, err)
+		}
+	}
+}
+
+// TestSendLingeringSendsAtOnce: with a linger of a minute, a record waits
+// for it until sendLingering sends it, each time.
+func TestSendLingeringSendsAtOnce(t *testing.T) {
+	c := newCluster(t)
+	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *Config) { cfg.Linger = time.Minute })
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		end := start + pglogrepl.LSN(i*100)
+		if err := s.Produce(ctx, tx(uint32(i), end, event("orders", fmt.Sprint("k", i), fmt.Sprint("id", i)))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if got := tr.Watermark(); got != end-100 {
+			t.Fatalf("record %d: watermark %s before sendLingering, want %s: the record did not linger, so the test proves nothing", i, got, end-100)
+		}
+		s.sendLingering()
+		deadline := time.Now().Add(20 * time.Second) // a third of the linger
+		for tr.Watermark() < end {
+			if time.Now().After(deadline) {
+				t.Fatalf("record %d: watermark %s 20s after sendLingering, want %s", i, tr.Watermark(), end)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	readAll(t, c, "orders", 3)
+}

@@ -152,13 +152,26 @@ func TestRecordLargerThanItsTopicLimit(t *testing.T) {
 // dead-lettered; the others arrive in commit order and the slot passes.
 func TestTopicLimitLoweredWhileRunning(t *testing.T) {
 	t.Parallel()
+	topicLimitLoweredWhileRunning(t)
+}
+
+// TestTopicLimitLoweredWhileRunningWithLinger is
+// TestTopicLimitLoweredWhileRunning with --kafka-linger 10s: each record
+// produced on its own is sent at once, not after its linger (41 of them
+// used to take 410 s).
+func TestTopicLimitLoweredWhileRunningWithLinger(t *testing.T) {
+	t.Parallel()
+	topicLimitLoweredWhileRunning(t, "--kafka-linger", lingerLong)
+}
+
+func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 	e := newEnv(t)
 	topic := "outbox.event." + e.AggType(0)
 	createTopicWithLimit(t, e, topic, 1048588)
 	dlq := e.Prefix + ".dlq"
 	c := e.collect(t)
 	dc := e.dlqCollector(t, dlq)
-	relay := e.startRelay(t, "--kafka-compression", "none", "--dlq-topic", dlq)
+	relay := e.startRelay(t, append([]string{"--kafka-compression", "none", "--dlq-topic", dlq}, args...)...)
 	relay.WaitStreaming()
 	ins := `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'OrderCreated', jsonb_build_object('seq', $3::int, 'pad', repeat('p', 500)))`
 	e.Bed.Exec(t, e.DSN, ins, harness.NewUUID(), e.AggType(0), 1)
