@@ -133,6 +133,11 @@ func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan []replication.Messag
 				}
 			}
 			stream.Done(batch)
+			// N.B. caught up with the stream: a quiet stream's records go
+			// now, not after their linger.
+			if len(msgs) == 0 {
+				snk.Send()
+			}
 			// N.B. a non-transactional message comes outside any
 			// transaction: counted as it is decoded (once per batch).
 			if n := dec.Stats.NonTransactional; n != nonTx {

@@ -553,13 +553,65 @@ func TestLingerConfig(t *testing.T) {
 	}
 }
 
+// waitWatermark waits up to 20 s for tr's watermark to reach want.
+func waitWatermark(t *testing.T, tr *checkpoint.Tracker, want pglogrepl.LSN, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for tr.Watermark() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: watermark %s after 20s, want %s", what, tr.Watermark(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSendLingersOnlyABusyStream: with a linger of a minute, Send sends a
+// record of a quiet stream at once, and leaves the records of ten
+// transactions produced within the linger to linger; the topic's first
+// record goes at once whatever the rate.
+func TestSendLingersOnlyABusyStream(t *testing.T) {
+	c := newCluster(t)
+	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *Config) { cfg.Linger = time.Minute })
+	ctx := context.Background()
+	if err := s.Produce(ctx, tx(1, start+100, event("orders", "k0", "id0"))); err != nil {
+		t.Fatal(err)
+	}
+	waitWatermark(t, tr, start+100, "the topic's first record")
+	if err := s.Produce(ctx, tx(2, start+200, event("orders", "k1", "id1"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := tr.Watermark(); got != start+100 {
+		t.Fatalf("watermark %s before Send, want %s: the record did not linger, so the test proves nothing", got, start+100)
+	}
+	s.Send()
+	waitWatermark(t, tr, start+200, "a quiet stream's record after Send")
+	for i := 3; i <= 12; i++ {
+		if err := s.Produce(ctx, tx(uint32(i), start+pglogrepl.LSN(i*100), event("orders", fmt.Sprint("k", i), fmt.Sprint("id", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Send()
+	time.Sleep(200 * time.Millisecond)
+	if got := tr.Watermark(); got != start+200 {
+		t.Errorf("watermark %s after Send with 12 transactions within the linger, want %s: a busy stream's records did not linger", got, start+200)
+	}
+	s.sendLingering()
+	waitWatermark(t, tr, start+1200, "the busy stream's records after sendLingering")
+	readAll(t, c, "orders", 12)
+}
+
 // TestSendLingeringSendsAtOnce: with a linger of a minute, a record waits
 // for it until sendLingering sends it, each time.
 func TestSendLingeringSendsAtOnce(t *testing.T) {
 	c := newCluster(t)
 	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *Config) { cfg.Linger = time.Minute })
 	ctx := context.Background()
-	for i := 1; i <= 3; i++ {
+	if err := s.Produce(ctx, tx(1, start+100, event("orders", "k0", "id0"))); err != nil {
+		t.Fatal(err)
+	}
+	waitWatermark(t, tr, start+100, "the topic's first record")
+	for i := 2; i <= 4; i++ {
 		end := start + pglogrepl.LSN(i*100)
 		if err := s.Produce(ctx, tx(uint32(i), end, event("orders", fmt.Sprint("k", i), fmt.Sprint("id", i)))); err != nil {
 			t.Fatal(err)
@@ -569,13 +621,7 @@ func TestSendLingeringSendsAtOnce(t *testing.T) {
 			t.Fatalf("record %d: watermark %s before sendLingering, want %s: the record did not linger, so the test proves nothing", i, got, end-100)
 		}
 		s.sendLingering()
-		deadline := time.Now().Add(20 * time.Second) // a third of the linger
-		for tr.Watermark() < end {
-			if time.Now().After(deadline) {
-				t.Fatalf("record %d: watermark %s 20s after sendLingering, want %s", i, tr.Watermark(), end)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitWatermark(t, tr, end, fmt.Sprintf("record %d after sendLingering", i))
 	}
-	readAll(t, c, "orders", 3)
+	readAll(t, c, "orders", 4)
 }
