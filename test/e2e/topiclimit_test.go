@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -177,9 +180,21 @@ func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 	e.Bed.Exec(t, e.DSN, ins, harness.NewUUID(), e.AggType(0), 1)
 	c.WaitFor(1, time.Minute)
 
-	adm := kadm.NewClient(mustClient(t, e))
+	// N.B. a probe topic altered in the same request: DescribeConfigs
+	// shows a new value before the broker's log enforces it (a CI
+	// simulation saw walrelay's batch with the 8 KB record accepted after
+	// it), so the broker is shown to refuse a large record first, on a
+	// topic no collector reads.
+	probe := e.Prefix + ".probe"
+	createTopicWithLimit(t, e, probe, 1048588)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
 	ctx := context.Background()
-	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: ptr("6000")}}, topic); err != nil {
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: ptr("6000")}}, topic, probe); err != nil {
 		t.Fatalf("alter topic config: %v", err)
 	}
 	harness.WaitFor(t, 30*time.Second, "the broker to apply max.message.bytes=6000", func() bool {
@@ -193,6 +208,10 @@ func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 			}
 		}
 		return false
+	})
+	harness.WaitFor(t, 30*time.Second, "the broker to refuse an 8 KB record on the probe topic", func() bool {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: probe, Value: make([]byte, 8000)}).FirstErr()
+		return errors.Is(err, kerr.MessageTooLarge)
 	})
 	bigID := harness.NewUUID()
 	e.txXid(t, func(tx pgx.Tx) {
