@@ -565,18 +565,27 @@ func waitWatermark(t *testing.T, tr *checkpoint.Tracker, want pglogrepl.LSN, wha
 	}
 }
 
+// lingeringSink is a sink with a linger of a minute whose topic "orders"
+// holds its first record (which goes at once, its partitions not yet
+// loaded) at start+100.
+func lingeringSink(t *testing.T) (*kfake.Cluster, *Sink, *checkpoint.Tracker) {
+	t.Helper()
+	c := newCluster(t)
+	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *Config) { cfg.Linger = time.Minute })
+	if err := s.Produce(context.Background(), tx(1, start+100, event("orders", "k0", "id0"))); err != nil {
+		t.Fatal(err)
+	}
+	waitWatermark(t, tr, start+100, "the topic's first record")
+	return c, s, tr
+}
+
 // TestSendLingersOnlyABusyStream: with a linger of a minute, Send sends a
 // record of a quiet stream at once, and leaves the records of ten
 // transactions produced within the linger to linger; the topic's first
 // record goes at once whatever the rate.
 func TestSendLingersOnlyABusyStream(t *testing.T) {
-	c := newCluster(t)
-	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *Config) { cfg.Linger = time.Minute })
+	c, s, tr := lingeringSink(t)
 	ctx := context.Background()
-	if err := s.Produce(ctx, tx(1, start+100, event("orders", "k0", "id0"))); err != nil {
-		t.Fatal(err)
-	}
-	waitWatermark(t, tr, start+100, "the topic's first record")
 	if err := s.Produce(ctx, tx(2, start+200, event("orders", "k1", "id1"))); err != nil {
 		t.Fatal(err)
 	}
@@ -604,13 +613,8 @@ func TestSendLingersOnlyABusyStream(t *testing.T) {
 // TestSendLingeringSendsAtOnce: with a linger of a minute, a record waits
 // for it until sendLingering sends it, each time.
 func TestSendLingeringSendsAtOnce(t *testing.T) {
-	c := newCluster(t)
-	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *Config) { cfg.Linger = time.Minute })
+	c, s, tr := lingeringSink(t)
 	ctx := context.Background()
-	if err := s.Produce(ctx, tx(1, start+100, event("orders", "k0", "id0"))); err != nil {
-		t.Fatal(err)
-	}
-	waitWatermark(t, tr, start+100, "the topic's first record")
 	for i := 2; i <= 4; i++ {
 		end := start + pglogrepl.LSN(i*100)
 		if err := s.Produce(ctx, tx(uint32(i), end, event("orders", fmt.Sprint("k", i), fmt.Sprint("id", i)))); err != nil {
