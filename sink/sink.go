@@ -264,7 +264,7 @@ type Sink struct {
 	isoTopics  map[string]bool // of these topics; nil when not isolating
 	fresh      bool            // the part being produced has a topic's first records
 	lingering  bool            // records were produced since the last send
-	rateStart  time.Time       // the start of the current linger-long window
+	rateStart  time.Time       // the start of the current rate window (rateWindow)
 	rateN      int             // transaction parts produced in it
 	ratePrev   int             // and in the window before it
 	flushDone  chan struct{}   // closed when sendLingering's flush has ended
