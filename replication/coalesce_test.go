@@ -2,10 +2,13 @@ package replication
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/rate"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -39,7 +42,8 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 
 func coalescing(t *testing.T, c net.Conn) *coalescingConn {
 	t.Helper()
-	cc := &coalescingConn{Conn: c, wait: time.Millisecond}
+	cc := &coalescingConn{Conn: c, wait: time.Millisecond, busy: rate.PerWait(waitWorth, time.Millisecond)}
+	busyStream(cc)
 	raw, err := c.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +77,57 @@ func TestCoalescingConnDeliversEverything(t *testing.T) {
 	}
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("read %d bytes, want %d, or in another order", len(got), want.Len())
+	}
+}
+
+// busyStream counts as many messages on cc, now, as make its stream busy.
+func busyStream(cc *coalescingConn) {
+	now := time.Now()
+	for range waitWorth * int(rate.MinWindow/cc.wait) {
+		cc.Count(now)
+	}
+}
+
+// TestCoalescingConnWaitsOnlyWhileBusy: after a read that emptied the
+// socket, the next read waits only once messages have come at waitWorth a
+// wait; a quiet stream's reads never wait.
+func TestCoalescingConnWaitsOnlyWhileBusy(t *testing.T) {
+	client, server := tcpPair(t)
+	cc := coalescing(t, client)
+	cc.busy = rate.PerWait(waitWorth, cc.wait) // quiet: nothing counted
+	waits := 0
+	cc.sleep = func(d time.Duration) {
+		waits++
+		time.Sleep(d)
+	}
+	buf := make([]byte, 4096)
+	read := func(i int) {
+		t.Helper()
+		msg := fmt.Sprintf("message %d", i)
+		if _, err := server.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		cc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := cc.Read(buf)
+		if err != nil || string(buf[:n]) != msg {
+			t.Fatalf("read %d: %q, %v", i, buf[:n], err)
+		}
+		if !cc.drained {
+			t.Fatalf("read %d: a read shorter than the buffer must count as having emptied the socket", i)
+		}
+	}
+	// A quiet stream: one message a read, each counted.
+	for i := range 20 {
+		read(i)
+		cc.Count(time.Now())
+	}
+	if waits != 0 {
+		t.Fatalf("a quiet stream's reads waited %d times, want 0", waits)
+	}
+	busyStream(cc)
+	read(20)
+	if waits != 1 {
+		t.Fatalf("a busy stream's read after one that emptied the socket waited %d times, want 1", waits)
 	}
 }
 

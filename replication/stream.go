@@ -498,6 +498,9 @@ func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- []Message
 	}
 	s.received.Store(uint64(xld.WALStart))
 	ss.received = xld.WALStart
+	if ss.reader != nil {
+		ss.reader.Count(time.Now())
+	}
 	if ss.batch == nil {
 		ss.batch = make([]Message, 0, 64)
 	}

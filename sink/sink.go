@@ -22,6 +22,7 @@ import (
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/budget"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/rate"
 )
 
 // Config configures the Kafka producer. Zero values mean the defaults named.
@@ -264,9 +265,7 @@ type Sink struct {
 	isoTopics  map[string]bool // of these topics; nil when not isolating
 	fresh      bool            // the part being produced has a topic's first records
 	lingering  bool            // records were produced since the last send
-	rateStart  time.Time       // the start of the current rate window (rateWindow)
-	rateN      int             // transaction parts produced in it
-	ratePrev   int             // and in the window before it
+	rate       rate.Meter      // transaction parts produced, for Send
 	flushDone  chan struct{}   // closed when sendLingering's flush has ended
 
 	iso        *Isolation
@@ -349,6 +348,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		budget:     budget.New(int64(cfg.MaxInflightBytes)),
 		limits:     limits,
 		handoffAge: cfg.DeliveryTimeout / 16,
+		rate:       rate.PerWait(lingerWorth, cfg.Linger),
 		iso:        cfg.Isolation,
 		created:    cfg.CreatedTopics,
 	}
@@ -576,7 +576,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		}
 		s.lingering = true
 		if s.cfg.Linger > 0 {
-			s.countPart()
+			s.rate.Count(time.Now())
 		}
 		if s.fresh {
 			// N.B. the first records of a topic wait for the client to
@@ -635,38 +635,9 @@ func (s *Sink) handOver(ctx context.Context, r *kgo.Record, a *txAcks, meta reco
 
 // lingerWorth is how many transaction parts must be produced per linger
 // for the records to wait for it (Send): the rate above which batching
-// saves produce requests. With a 5 ms linger, 2,000 a second.
+// saves produce requests. With a 5 ms linger, 2,000 a second, measured
+// over rate.MinWindow.
 const lingerWorth = 10
-
-// rateWindow is the span over which Send measures that rate: at least
-// 100 ms (or one linger), so that a few close commits of a quiet stream do
-// not count as a busy one.
-func (c Config) rateWindow() time.Duration { return max(c.Linger, 100*time.Millisecond) }
-
-// countPart counts a transaction part produced, for Send.
-func (s *Sink) countPart() {
-	now := time.Now()
-	w := s.cfg.rateWindow()
-	if since := now.Sub(s.rateStart); since >= w {
-		s.ratePrev = s.rateN
-		if since >= 2*w {
-			s.ratePrev = 0
-		}
-		s.rateStart, s.rateN = now, 0
-	}
-	s.rateN++
-}
-
-// busy reports whether transaction parts came fast enough, over the last
-// rate window, for a linger to gather lingerWorth of them.
-func (s *Sink) busy() bool {
-	w := s.cfg.rateWindow()
-	need := int(int64(lingerWorth) * int64(w) / int64(s.cfg.Linger))
-	if time.Since(s.rateStart) >= 2*w {
-		return false
-	}
-	return s.ratePrev >= need || s.rateN >= need
-}
 
 // Send says that the relay has handed over every transaction it has read.
 // Unless transactions come fast enough for a linger (Config.Linger) to
@@ -681,7 +652,7 @@ func (s *Sink) busy() bool {
 // 0.15-0.19 s, the broker's CPU for unbatched requests having saturated the
 // box (bench/results/2026-12-01-203951-vm-linger0.md and the three after).
 func (s *Sink) Send() {
-	if !s.lingering || s.cfg.Linger <= 0 || s.cfg.Null || s.busy() {
+	if !s.lingering || s.cfg.Linger <= 0 || s.cfg.Null || s.rate.Busy(time.Now()) {
 		return
 	}
 	s.lingering = false
