@@ -19,6 +19,14 @@ func f1(x float64) string {
 	return fmt.Sprintf("%.1f", x)
 }
 
+// rss is a median RSS with its anonymous part in brackets.
+func rss(all, anon float64) string {
+	if anon == 0 {
+		return f1(all)
+	}
+	return fmt.Sprintf("%.1f (%.1f)", all, anon)
+}
+
 func f2(x float64) string {
 	if x == 0 {
 		return "–"
@@ -42,7 +50,7 @@ func markdown(res *Results) string {
 			fmt.Fprintf(&b, "- %s: %d rows in %d transactions, committed in %.1f s (%.0f rows/s), %d MiB of WAL; payload ~%.0f bytes, %d aggregates.\n",
 				f.Workload, f.Rows, f.Transactions, f.Seconds, f.RowsPerS, f.WALBytes>>20, res.Config.PayloadBytes, res.Config.Aggregates)
 		}
-		b.WriteString("\n| workload | relay | events | s to slot confirmed | events/s | s to all records in Kafka (events/s) | peak RSS MiB | median RSS MiB after 1 s | CPU s | CPU s / M events | walsender CPU s | broker CPU s | other processes CPU s | load before → after |\n")
+		b.WriteString("\n| workload | relay | events | s to slot confirmed | events/s | s to all records in Kafka (events/s) | peak RSS MiB | median RSS MiB after 1 s (anonymous) | CPU s | CPU s / M events | walsender CPU s | broker CPU s | other processes CPU s | load before → after |\n")
 		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, d := range res.Drains {
 			relay := d.Relay
@@ -54,7 +62,7 @@ func markdown(res *Results) string {
 				recs = fmt.Sprintf("%.2f (%.0f)", d.RecordsS, d.RecordsPerS)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s → %s |\n",
-				d.Workload, relay, d.Events, f2(d.ConfirmedS), f0(d.EventsPerS), recs, f1(d.PeakRSSMB), f1(d.SteadyRSSMB),
+				d.Workload, relay, d.Events, f2(d.ConfirmedS), f0(d.EventsPerS), recs, f1(d.PeakRSSMB), rss(d.SteadyRSSMB, d.SteadyAnonMB),
 				f1(d.CPUS), f1(d.CPUSPerMEvents), f1(d.WalsenderCPUS), f1(d.BrokerCPUS), d.OtherCPUS, d.LoadBefore, d.LoadAfter)
 		}
 		for _, d := range res.Drains {
@@ -62,13 +70,14 @@ func markdown(res *Results) string {
 				fmt.Fprintf(&b, "\nDebezium's Connect worker (%s) took %.1f s and %.1f CPU s to start before the connector was created; not counted above.", d.Workload, d.WorkerStartS, d.WorkerStartCPU)
 			}
 		}
-		b.WriteString("\n")
+		b.WriteString("\n\nRSS is VmRSS; anonymous, RssAnon: the heap, stacks and the Go runtime's own. The rest is file pages, mostly the executable's, shared with the page cache.\n")
 	}
 	if len(res.Latency) > 0 {
 		b.WriteString("\n### W2 steady rate: commit-to-consumer latency (ms)\n\n")
 		b.WriteString("Insert → consume: consumer receive time minus the row's clock_timestamp() at insert (in the payload), the same measure for both relays. Record ts → consume: minus the Kafka record timestamp (walrelay: commit time; Debezium: when the connector processed the event; 1 ms resolution).\n\n")
 		b.WriteString("Slot floor: the same rows at the same time through a second slot (test_decoding) read by pg_recvlogical, line read minus insert time; ratio = the relay's insert → consume over the floor.\n\n")
-		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | slot floor p50 / p99 | ratio p50 / p99 | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ (of it, handed to Kafka → ack) | CPU s | CPU s / M events (relay · walsender · broker) | floor CPU s | bench CPU s | peak RSS MiB | median RSS MiB | machine busy | load after |\n")
+		b.WriteString("Kafka floor (kafka-floor): after walrelay, alone, no PostgreSQL: a franz-go producer set as walrelay's (acks all, idempotent, lz4) without a linger writes records of the payload's size at each rate, stamped when produced, and the same consumer reads them; produce → consume, what Kafka adds to any relay.\n\n")
+		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | slot floor p50 / p99 | ratio p50 / p99 | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ (of it, handed to Kafka → ack) | CPU s | CPU s / M events (relay · walsender · broker) | floor CPU s | bench CPU s | peak RSS MiB | median RSS MiB (anonymous) | machine busy | load after |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---|\n")
 		for _, l := range res.Latency {
 			relay := l.Relay
@@ -91,7 +100,7 @@ func markdown(res *Results) string {
 			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f / %.1f | %s | %s | %s · %s · %s | %s | %s | %s | %s | %.0f%% | %s |\n",
 				relay, l.TargetRate, l.AchievedRate, l.Received, s.P50, s.P90, s.P99, s.P999, s.Max, floor, ratio,
 				l.RecordTSToConsume.P50, l.RecordTSToConsume.P99, own, f1(l.CPUS), f1(l.CPUSPerMEvents), f1(l.WalsenderCPUSPerMEvents), f1(l.BrokerCPUSPerMEvents),
-				f1(l.FloorCPUS), f1(l.BenchCPUS), f1(l.PeakRSSMB), f1(l.SteadyRSSMB), 100*l.BusyShare, l.Load)
+				f1(l.FloorCPUS), f1(l.BenchCPUS), f1(l.PeakRSSMB), rss(l.SteadyRSSMB, l.SteadyAnonMB), 100*l.BusyShare, l.Load)
 		}
 	}
 	if len(res.NewTopics) > 0 {
@@ -158,16 +167,39 @@ func targets(res *Results) string {
 		if wr != nil {
 			fmt.Fprintf(&b, "- %s: walrelay peak RSS %.1f MiB; target ≤ in-flight limit (64 MiB, the default) + 32 MiB = 96 MiB: %s.\n", wl, wr.PeakRSSMB, met(wr.PeakRSSMB <= 96))
 		}
+		if wr != nil && wr.SteadyRSSMB > 0 {
+			fmt.Fprintf(&b, "- %s: walrelay median RSS after 1 s %.1f MiB (%.1f anonymous); aim ≤ 32 MiB: %s.\n", wl, wr.SteadyRSSMB, wr.SteadyAnonMB, met(wr.SteadyRSSMB <= 32))
+		}
 		if wr != nil && dbz != nil && dbz.CPUSPerMEvents > 0 {
 			fmt.Fprintf(&b, "- %s: CPU s per million events: walrelay %.1f, Debezium %.1f (ratio 1/%.1f); target ≤ 1/5: %s.\n", wl, wr.CPUSPerMEvents, dbz.CPUSPerMEvents,
 				dbz.CPUSPerMEvents/wr.CPUSPerMEvents, met(wr.CPUSPerMEvents*5 <= dbz.CPUSPerMEvents))
 		}
 	}
+	lat := func(relay string, rate int) *Latency {
+		for i := range res.Latency {
+			if l := &res.Latency[i]; l.Relay == relay && l.TargetRate == rate && l.Error == "" {
+				return l
+			}
+		}
+		return nil
+	}
 	for _, l := range res.Latency {
-		if l.TargetRate == 1000 && l.Error == "" {
+		k := lat(relayKafkaFloor, l.TargetRate)
+		if l.Relay != relayWalrelay || l.Error != "" || l.SlotFloor == nil || k == nil {
+			continue
+		}
+		both := l.SlotFloor.P50 + k.InsertToConsume.P50
+		fmt.Fprintf(&b, "- W2 %d/s: walrelay p50 %.2f ms; slot floor p50 %.2f + Kafka floor p50 %.2f = %.2f ms; walrelay over both floors %.2f× (%+.2f ms).\n",
+			l.TargetRate, l.InsertToConsume.P50, l.SlotFloor.P50, k.InsertToConsume.P50, both, l.InsertToConsume.P50/both, l.InsertToConsume.P50-both)
+	}
+	for _, l := range res.Latency {
+		if l.TargetRate == 1000 && l.Error == "" && l.Relay != relayKafkaFloor {
 			fmt.Fprintf(&b, "- W2 1,000/s: %s p99 %.1f ms (insert → consume)", l.Relay, l.InsertToConsume.P99)
 			if l.Relay == relayWalrelay {
 				fmt.Fprintf(&b, "; target < 20 ms: %s", met(l.InsertToConsume.P99 < 20))
+				if l.SteadyRSSMB > 0 {
+					fmt.Fprintf(&b, "; median RSS %.1f MiB (%.1f anonymous), aim ≤ 32 MiB: %s", l.SteadyRSSMB, l.SteadyAnonMB, met(l.SteadyRSSMB <= 32))
+				}
 			}
 			b.WriteString(".\n")
 		}

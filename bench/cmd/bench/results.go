@@ -104,11 +104,13 @@ type Drain struct {
 	LoadBefore    string  `json:"loadavg_before"`
 	LoadAfter     string  `json:"loadavg_after"`
 	Profile       string  `json:"cpu_profile,omitempty"`
-	// RSS: the relay's VmRSS every 250 ms from its start; SteadyRSSMB the
-	// median of those after the first second.
-	RSS         []rig.RSSPoint `json:"rss,omitempty"`
-	SteadyRSSMB float64        `json:"steady_rss_mb,omitempty"`
-	Error       string         `json:"error,omitempty"`
+	// RSS: the relay's VmRSS (and RssAnon) every 250 ms from its start;
+	// SteadyRSSMB (SteadyAnonMB) the median of those after the first
+	// second.
+	RSS          []rig.RSSPoint `json:"rss,omitempty"`
+	SteadyRSSMB  float64        `json:"steady_rss_mb,omitempty"`
+	SteadyAnonMB float64        `json:"steady_rss_anon_mb,omitempty"`
+	Error        string         `json:"error,omitempty"`
 }
 
 // Stats are latency percentiles in milliseconds.
@@ -165,11 +167,12 @@ type Latency struct {
 	FloorCPUS               float64 `json:"floor_cpu_s"`
 	BenchCPUS               float64 `json:"bench_cpu_s"`
 	PeakRSSMB               float64 `json:"peak_rss_mb"`
-	// RSS: walrelay's VmRSS every 250 ms over the phase; SteadyRSSMB the
-	// median.
-	RSS         []rig.RSSPoint `json:"rss,omitempty"`
-	SteadyRSSMB float64        `json:"steady_rss_mb,omitempty"`
-	BusyShare   float64        `json:"machine_busy_share"`
-	Load        string         `json:"loadavg_after"`
-	Error       string         `json:"error,omitempty"`
+	// RSS: walrelay's VmRSS (and RssAnon) every 250 ms over the phase;
+	// SteadyRSSMB (SteadyAnonMB) the median.
+	RSS          []rig.RSSPoint `json:"rss,omitempty"`
+	SteadyRSSMB  float64        `json:"steady_rss_mb,omitempty"`
+	SteadyAnonMB float64        `json:"steady_rss_anon_mb,omitempty"`
+	BusyShare    float64        `json:"machine_busy_share"`
+	Load         string         `json:"loadavg_after"`
+	Error        string         `json:"error,omitempty"`
 }

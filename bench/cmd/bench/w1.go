@@ -245,6 +245,7 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	d.PeakRSSMB = round(r.proc.PeakRSSMB(), 1)
 	d.RSS = rss.Stop()
 	d.SteadyRSSMB = rig.SteadyMiB(d.RSS, 1)
+	d.SteadyAnonMB = rig.SteadyAnonMiB(d.RSS, 1)
 	d.WalsenderCPUS = round(walsenderCPU, 2)
 	if b.env.KafkaPID != 0 {
 		d.BrokerCPUS = round(procstat.CPUSeconds(b.env.KafkaPID)-broker0, 2)
@@ -274,8 +275,8 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	if kafka && d.RecordsS > 0 {
 		recs = fmt.Sprintf(", every record in Kafka after %.2fs", d.RecordsS)
 	}
-	logf("%s: %s: confirmed after %.2fs (%.0f events/s)%s, CPU %.1fs (walsender %.1fs, broker %.1fs), peak RSS %.0f MiB, median RSS after 1 s %.1f MiB; load %s%s",
-		wl, relay, d.ConfirmedS, d.EventsPerS, recs, d.CPUS, d.WalsenderCPUS, d.BrokerCPUS, d.PeakRSSMB, d.SteadyRSSMB, d.LoadAfter, errSuffix(d.Error))
+	logf("%s: %s: confirmed after %.2fs (%.0f events/s)%s, CPU %.1fs (walsender %.1fs, broker %.1fs), peak RSS %.0f MiB, median RSS after 1 s %.1f MiB (%.1f anonymous); load %s%s",
+		wl, relay, d.ConfirmedS, d.EventsPerS, recs, d.CPUS, d.WalsenderCPUS, d.BrokerCPUS, d.PeakRSSMB, d.SteadyRSSMB, d.SteadyAnonMB, d.LoadAfter, errSuffix(d.Error))
 	return d
 }
 

@@ -21,7 +21,8 @@ import (
 	"github.com/walrelay/walrelay/internal/procstat"
 )
 
-// runW2 runs walrelay, then Debezium, each on a fresh slot, at each rate.
+// runW2 runs walrelay, then Kafka's own floor (kafkaFloor), then Debezium,
+// each relay on a fresh slot, at each rate.
 func (b *bench) runW2(ctx context.Context) error {
 	var errs []error
 	for _, relay := range []string{relayWalrelay, relayEOS, relayDebezium} {
@@ -30,6 +31,11 @@ func (b *bench) runW2(ctx context.Context) error {
 		}
 		if err := b.latencyRelay(ctx, relay); err != nil {
 			errs = append(errs, fmt.Errorf("w2 %s: %w", relay, err))
+		}
+		if relay == relayWalrelay && ctx.Err() == nil {
+			if err := b.kafkaFloor(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("w2: %w", err))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -174,6 +180,7 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 	l.PeakRSSMB = round(r.proc.PeakRSSMB(), 1)
 	l.RSS = rss.Stop()
 	l.SteadyRSSMB = rig.SteadyMiB(l.RSS, 0)
+	l.SteadyAnonMB = rig.SteadyAnonMiB(l.RSS, 0)
 	l.BusyShare = round(rig.BusyShare(busy0, rig.ReadMachineCPU()), 3)
 	l.Load = rig.LoadAvg()
 	if sent > 0 {

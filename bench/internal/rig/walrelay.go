@@ -15,16 +15,19 @@ import (
 // BuildWalrelay builds ./cmd/walrelay (of the module in the current
 // directory) into dir with the build tags given and returns the binary's
 // path. The tag "bench" adds --bench-null-sink and --cpu-profile
-// (cmd/walrelay/bench.go).
+// (cmd/walrelay/bench.go). It builds as the image does (Dockerfile):
+// without cgo, a symbol table or DWARF, so that the memory measured is the
+// shipped binary's.
 func BuildWalrelay(ctx context.Context, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "walrelay")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", bin}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/walrelay/walrelay/cmd/walrelay")...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build walrelay: %w\n%s", err, out)
 	}

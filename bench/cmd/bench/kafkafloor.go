@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/internal/procstat"
+)
+
+// relayKafkaFloor names Kafka's own floor in W2's results: no PostgreSQL
+// and no relay, a producer writing straight to a topic.
+const relayKafkaFloor = "kafka-floor"
+
+// kafkaFloor measures Kafka's own share of a relay's latency, after
+// walrelay's W2 phases and alone on the box: a franz-go producer set as
+// walrelay's (acks from all in-sync replicas, idempotent, lz4) but without
+// a linger writes records of the W2 payload's size at each W2 rate, keyed
+// over the same aggregates, each stamped with the time it is produced, and
+// the W2 consumer reads them back. Produce → consume is what Kafka adds to
+// any relay's commit → consume; the slot floor is what PostgreSQL adds.
+func (b *bench) kafkaFloor(ctx context.Context) error {
+	typ := func(what string) string { return "wr." + w2Type(relayKafkaFloor, what) }
+	topics := []string{typ("warm")}
+	for _, rate := range b.cfg.w2Rates {
+		topics = append(topics, typ(strconv.Itoa(rate)))
+	}
+	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topics...); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression()),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	if err != nil {
+		return fmt.Errorf("kafka floor: client: %w", err)
+	}
+	defer cl.Close()
+	logf("w2: starting %s", relayKafkaFloor)
+	seq := int64(20_000_000)
+	if b.cfg.w2Warmup > 0 && len(b.cfg.w2Rates) > 0 {
+		l := b.measureKafka(ctx, cl, typ("warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq)
+		seq += int64(l.Sent)
+		if l.Error != "" {
+			return fmt.Errorf("kafka floor: warm-up: %s", l.Error)
+		}
+	}
+	var errs []string
+	for _, rate := range b.cfg.w2Rates {
+		if ctx.Err() != nil {
+			break
+		}
+		l := b.measureKafka(ctx, cl, typ(strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq)
+		seq += int64(l.Sent)
+		b.res.Latency = append(b.res.Latency, l)
+		if l.Error != "" {
+			errs = append(errs, fmt.Sprintf("%d/s: %s", rate, l.Error))
+		}
+		logf("w2: %s at %d/s (achieved %.0f/s): %d records, produce→consume p50 %.2f p99 %.2f max %.1f ms; broker CPU %.1fs; load %s%s",
+			relayKafkaFloor, rate, l.AchievedRate, l.Sent, l.InsertToConsume.P50, l.InsertToConsume.P99, l.InsertToConsume.Max,
+			l.BrokerCPUS, l.Load, errSuffix(l.Error))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("kafka floor: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// measureKafka produces to topic at rate for dur and reads it back.
+func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, rate int, dur time.Duration, seq0 int64) Latency {
+	l := Latency{Relay: relayKafkaFloor, TargetRate: rate}
+	cons, err := newLatencyConsumer(ctx, b.env.Brokers, topic)
+	if err != nil {
+		l.Error = err.Error()
+		return l
+	}
+	defer cons.close()
+	// N.B. the W1 rows' average size when W1 ran, else theirs as measured
+	// (bench_payload renders about 310 bytes).
+	size := b.res.Config.PayloadBytes
+	if size == 0 {
+		size = 310
+	}
+	pad := strings.Repeat("x", max(0, int(size)-60))
+	broker0, self0 := procstat.CPUSeconds(b.env.KafkaPID), procstat.CPUSeconds(os.Getpid())
+	busy0 := rig.ReadMachineCPU()
+	var (
+		mu      sync.Mutex
+		failure error
+	)
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			failure = err
+			mu.Unlock()
+		}
+	}
+	total := int(float64(rate) * dur.Seconds())
+	interval := float64(time.Second) / float64(rate)
+	begin := time.Now()
+	sent := 0
+	for i := 0; i < total && ctx.Err() == nil; i++ {
+		if d := time.Until(begin.Add(time.Duration(float64(i) * interval))); d > 0 {
+			time.Sleep(d)
+		}
+		seq := seq0 + int64(i)
+		// N.B. the payload's "ts" as the W2 rows carry it (payloadTS):
+		// microseconds, here when the record is handed to the client.
+		v := fmt.Sprintf(`{"ts": %d, "seq": %d, "note": "%s"}`, time.Now().UnixMicro(), seq, pad)
+		cl.Produce(ctx, &kgo.Record{
+			Topic:   topic,
+			Key:     []byte("agg-" + strconv.FormatInt(seq%int64(b.cfg.aggregates), 10)),
+			Value:   []byte(v),
+			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(strconv.FormatInt(seq, 10))}},
+		}, done)
+		sent++
+	}
+	elapsed := time.Since(begin)
+	if err := cl.Flush(ctx); err != nil && l.Error == "" {
+		l.Error = err.Error()
+	}
+	l.Sent = sent
+	l.Seconds = round(elapsed.Seconds(), 2)
+	l.AchievedRate = round(float64(sent)/elapsed.Seconds(), 0)
+	deadline := time.Now().Add(time.Minute)
+	for cons.received() < sent && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.BrokerCPUS = cpuSince(b.env.KafkaPID, broker0)
+	l.BenchCPUS = cpuSince(os.Getpid(), self0)
+	l.BusyShare = round(rig.BusyShare(busy0, rig.ReadMachineCPU()), 3)
+	l.Load = rig.LoadAvg()
+	if sent > 0 {
+		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
+	}
+	cons.close()
+	l.Received, l.Duplicates = cons.received(), cons.dups
+	l.InsertToConsume = stats(cons.insertLat)
+	l.RecordTSToConsume = stats(cons.recordLat)
+	mu.Lock()
+	if failure != nil && l.Error == "" {
+		l.Error = "produce: " + failure.Error()
+	}
+	mu.Unlock()
+	if cons.err != nil && l.Error == "" {
+		l.Error = cons.err.Error()
+	}
+	if l.Received < sent && l.Error == "" {
+		l.Error = fmt.Sprintf("received %d of %d records within 1m of the last produce", l.Received, sent)
+	}
+	return l
+}
