@@ -114,7 +114,8 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 }
 
 // coalesceReads wraps the connections pc dials in a coalescingConn (which
-// waits only when wait > 0, and only while the stream is busy) and passes each to dialed.
+// waits only when wait > 0, and only while the stream is busy) and passes
+// each to dialed.
 func coalesceReads(pc *pgconn.Config, wait time.Duration, dialed func(*coalescingConn)) {
 	dial := pc.DialFunc
 	pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {

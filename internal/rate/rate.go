@@ -4,7 +4,8 @@
 // once.
 //
 // Input: the events, counted as they happen, with the time. Output: whether
-// the last whole window or the current one held at least Need events.
+// the last whole window or the current one held the events PerWait asks
+// for.
 // Invariant: a stream quiet for two windows reads as not busy. A Meter is
 // not safe for concurrent use: one goroutine counts and asks.
 package rate
