@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -26,6 +27,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	relayBin = filepath.Join(dir, "walrelay")
 	build := exec.Command("go", "build", "-o", relayBin, "github.com/walrelay/walrelay/cmd/walrelay")
+	build.Env = harness.ShippedBuildEnv()
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build walrelay:", err)

@@ -333,6 +333,7 @@ func TestVersionStampedLoggedAndExported(t *testing.T) {
 	const v = "v0.0.0-e2e-stamp"
 	bin := filepath.Join(t.TempDir(), "walrelay")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version="+v, "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
+	build.Env = harness.ShippedBuildEnv()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

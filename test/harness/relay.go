@@ -31,12 +31,18 @@ func BuildRelay(dir string) (string, error) {
 	}
 	bin := filepath.Join(dir, "walrelay")
 	build := exec.Command("go", "build", "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
+	build.Env = ShippedBuildEnv()
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("build walrelay: %w", err)
 	}
 	return bin, nil
 }
+
+// ShippedBuildEnv is the environment to go build walrelay in as it ships
+// (Dockerfile, make build): without cgo, so a static binary with Go's own
+// resolver, the one the image runs.
+func ShippedBuildEnv() []string { return append(os.Environ(), "CGO_ENABLED=0") }
 
 // MainDisruptive is the TestMain of a package whose tests run the walrelay
 // binary and stop or restart the servers: it builds the binary once into

@@ -77,6 +77,8 @@ func run() error {
 	step("building and starting walrelay")
 	bin := filepath.Join(os.TempDir(), "walrelay-demo")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/walrelay")
+	// As it ships (make build, the image): static, without cgo.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build walrelay: %w", err)
