@@ -203,6 +203,9 @@ func machine(ctx context.Context, env *rig.Env) Machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil {
+		m.TCPCongestion = strings.TrimSpace(string(b))
+	}
 	if out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput(); err == nil {
 		line, _, _ := strings.Cut(string(out), "\n")
 		m.JavaVersion = strings.TrimSpace(line)

@@ -39,8 +39,8 @@ func markdown(res *Results) string {
 	var b strings.Builder
 	m := res.Machine
 	fmt.Fprintf(&b, "\n## walrelay benchmark, %s\n\n", res.Started)
-	fmt.Fprintf(&b, "Machine: %s, nproc %d, %d MiB, Linux %s; load average %s at start, %s at end; all cores %.0f%% busy over the run.  \n",
-		m.CPUModel, m.NProc, m.MemTotalMB, m.Kernel, m.LoadAtStart, m.LoadAtEnd, 100*m.BusyShareRun)
+	fmt.Fprintf(&b, "Machine: %s, nproc %d, %d MiB, Linux %s, TCP congestion control %s; load average %s at start, %s at end; all cores %.0f%% busy over the run.  \n",
+		m.CPUModel, m.NProc, m.MemTotalMB, m.Kernel, m.TCPCongestion, m.LoadAtStart, m.LoadAtEnd, 100*m.BusyShareRun)
 	fmt.Fprintf(&b, "PostgreSQL %s, Kafka %s (broker), Kafka Connect %s + Debezium %s, %s, %s; walrelay %s.\n\n",
 		m.PGVersion, m.KafkaVersion, m.ConnectVer, m.DebeziumVer, m.JavaVersion, m.GoVersion, m.WalrelayRev)
 

@@ -20,21 +20,26 @@ type Results struct {
 
 // Machine says where the figures come from.
 type Machine struct {
-	Host         string  `json:"host"`
-	NProc        int     `json:"nproc"`
-	CPUModel     string  `json:"cpu_model"`
-	MemTotalMB   int64   `json:"mem_total_mb"`
-	Kernel       string  `json:"kernel"`
-	GoVersion    string  `json:"go_version"`
-	JavaVersion  string  `json:"java_version"`
-	PGVersion    string  `json:"postgresql_version"`
-	KafkaVersion string  `json:"kafka_broker_version"`
-	ConnectVer   string  `json:"kafka_connect_version"`
-	DebeziumVer  string  `json:"debezium_version"`
-	WalrelayRev  string  `json:"walrelay_revision"`
-	LoadAtStart  string  `json:"loadavg_at_start"`
-	LoadAtEnd    string  `json:"loadavg_at_end"`
-	BusyShareRun float64 `json:"machine_busy_share_whole_run"`
+	Host       string `json:"host"`
+	NProc      int    `json:"nproc"`
+	CPUModel   string `json:"cpu_model"`
+	MemTotalMB int64  `json:"mem_total_mb"`
+	Kernel     string `json:"kernel"`
+	// TCPCongestion is net.ipv4.tcp_congestion_control: on loopback it
+	// decides whether the walsender's per-message sends leave as one
+	// packet each (cubic) or partly coalesced (bbr, some runs), which
+	// moves a single-row drain's rate by up to 2x.
+	TCPCongestion string  `json:"tcp_congestion_control,omitempty"`
+	GoVersion     string  `json:"go_version"`
+	JavaVersion   string  `json:"java_version"`
+	PGVersion     string  `json:"postgresql_version"`
+	KafkaVersion  string  `json:"kafka_broker_version"`
+	ConnectVer    string  `json:"kafka_connect_version"`
+	DebeziumVer   string  `json:"debezium_version"`
+	WalrelayRev   string  `json:"walrelay_revision"`
+	LoadAtStart   string  `json:"loadavg_at_start"`
+	LoadAtEnd     string  `json:"loadavg_at_end"`
+	BusyShareRun  float64 `json:"machine_busy_share_whole_run"`
 }
 
 // Config is what was run.
