@@ -130,7 +130,8 @@ func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, 
 	l.Sent = sent
 	l.Seconds = round(elapsed.Seconds(), 2)
 	l.AchievedRate = round(float64(sent)/elapsed.Seconds(), 0)
-	deadline := time.Now().Add(time.Minute)
+	const grace = time.Minute
+	deadline := time.Now().Add(grace)
 	for cons.received() < sent && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -141,20 +142,11 @@ func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, 
 	if sent > 0 {
 		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
 	}
-	cons.close()
-	l.Received, l.Duplicates = cons.received(), cons.dups
-	l.InsertToConsume = stats(cons.insertLat)
-	l.RecordTSToConsume = stats(cons.recordLat)
 	mu.Lock()
 	if failure != nil && l.Error == "" {
 		l.Error = "produce: " + failure.Error()
 	}
 	mu.Unlock()
-	if cons.err != nil && l.Error == "" {
-		l.Error = cons.err.Error()
-	}
-	if l.Received < sent && l.Error == "" {
-		l.Error = fmt.Sprintf("received %d of %d records within 1m of the last produce", l.Received, sent)
-	}
+	cons.finish(&l, sent, grace)
 	return l
 }

@@ -188,10 +188,7 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 		l.WalsenderCPUSPerMEvents = round(l.WalsenderCPUS/float64(sent)*1e6, 2)
 		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
 	}
-	cons.close()
-	l.Received, l.Duplicates = cons.received(), cons.dups
-	l.InsertToConsume = stats(cons.insertLat)
-	l.RecordTSToConsume = stats(cons.recordLat)
+	cons.finish(&l, sent, grace)
 	if floor != nil {
 		fs := floor.stats(typ)
 		l.SlotFloor = &fs
@@ -199,12 +196,6 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 			l.FloorRatioP50 = round(l.InsertToConsume.P50/fs.P50, 2)
 			l.FloorRatioP99 = round(l.InsertToConsume.P99/fs.P99, 2)
 		}
-	}
-	if cons.err != nil && l.Error == "" {
-		l.Error = cons.err.Error()
-	}
-	if l.Received < sent && l.Error == "" {
-		l.Error = fmt.Sprintf("received %d of %d records within %s of the last write", l.Received, sent, grace)
 	}
 	return l
 }
@@ -363,6 +354,22 @@ func (c *latencyConsumer) add(fs kgo.Fetches, now time.Time) {
 		}
 		c.recordLat = append(c.recordLat, float64(nowUS-r.Timestamp.UnixMicro())/1000)
 	})
+}
+
+// finish closes the consumer and sets l's records received, duplicates
+// and latencies, and its error if it has none yet: the consumer's, or
+// fewer records than sent within grace of the last write.
+func (c *latencyConsumer) finish(l *Latency, sent int, grace time.Duration) {
+	c.close()
+	l.Received, l.Duplicates = c.received(), c.dups
+	l.InsertToConsume = stats(c.insertLat)
+	l.RecordTSToConsume = stats(c.recordLat)
+	if c.err != nil && l.Error == "" {
+		l.Error = c.err.Error()
+	}
+	if l.Received < sent && l.Error == "" {
+		l.Error = fmt.Sprintf("received %d of %d records within %s of the last write", l.Received, sent, grace)
+	}
 }
 
 func (c *latencyConsumer) received() int {
