@@ -139,6 +139,9 @@ type session struct {
 	batchBytes int64
 	slab       []byte          // the room left in it holds the next messages' data
 	reader     *coalescingConn // the socket under the connection; nil if unknown
+	// waited is set by hand when a batch waited for room downstream (a
+	// slow Kafka): the stream read nothing meanwhile.
+	waited bool
 }
 
 // Run streams from start (the slot's confirmed_flush_lsn, or the slot's
@@ -381,6 +384,17 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 			if err := s.flush(ctx, ss, out, timer, &nextStatus); err != nil {
 				return err
 			}
+			if ss.waited {
+				// N.B. the stream read nothing while the batch waited for
+				// Kafka, for as long as Kafka took: PostgreSQL's silence
+				// counts from now, and the read deadline armed before the
+				// wait has passed. Taken for a dead connection, a Kafka
+				// stall of four status intervals restarted the pipeline
+				// once Kafka answered, and produced its records again.
+				ss.waited = false
+				lastRecv = time.Now()
+				continue
+			}
 		}
 		msg, err := ss.conn.ReceiveMessage(context.Background())
 		if err != nil {
@@ -554,6 +568,7 @@ func (s *Stream) hand(ctx context.Context, ss *session, out chan<- []Message, m 
 		timer.Reset(time.Until(*nextStatus))
 		select {
 		case send <- m:
+			ss.waited = true
 			return nil
 		case <-room:
 			fits = s.buf.TryAcquire(n)

@@ -61,29 +61,43 @@ func TestExactlyOnce(t *testing.T) {
 	e := harness.NewEnv(t, relayBin)
 	e.ExactlyOnce()
 	wit := harness.NewWitness(t, e)
-	w := &harness.Workload{Writers: 3, Events: 6000, Aggregates: 100, MaxTxRows: 10, Rollback: 0.1, Business: 0.3, Pause: time.Millisecond}
+	// N.B. the writers go on until the second walrelay has streamed 3,000
+	// more events: each walrelay gets a share whatever its start-up takes.
+	w := &harness.Workload{Writers: 3, Aggregates: 100, MaxTxRows: 10, Rollback: 0.1, Business: 0.3, Pause: time.Millisecond}
 	w.Prepare(t, e)
 	relay := e.StartRelay(t)
 	relay.WaitStreaming()
 	writing := w.Start(e)
-	harness.WaitFor(t, time.Minute, "half of the events", func() bool { return w.Committed() >= 3000 })
+	// N.B. midway means after the first walrelay committed a Kafka
+	// transaction: its first start on a cluster waits for Kafka to create
+	// the transaction log, and a stop before that leaves the whole
+	// workload to the second walrelay.
+	first := &relayProc{Relay: relay, t: t}
+	harness.WaitFor(t, time.Minute, "3,000 events, and a kafka transaction committed", func() bool {
+		n, _ := first.MetricOK(`walrelay_kafka_transactions_total{outcome="committed"}`)
+		return w.Committed() >= 3000 && n >= 1
+	})
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
 	relay = e.StartRelay(t)
-	if err := writing.Wait(); err != nil {
+	second := &relayProc{Relay: relay, t: t}
+	harness.WaitFor(t, time.Minute, "3,000 events streamed by the second walrelay", func() bool {
+		n, _ := second.MetricOK("walrelay_events_published_total")
+		return n >= 3000
+	})
+	if err := writing.Stop(); err != nil {
 		t.Fatalf("writers: %v", err)
 	}
 	_, txr := eosHistory(t, e, wit, w)
 	if !strings.Contains(relay.Log(), `"exactly-once: checkpoint read`) {
 		t.Errorf("walrelay's log has no checkpoint line")
 	}
-	rp := &relayProc{Relay: relay, t: t}
-	committed := rp.Metric(`walrelay_kafka_transactions_total{outcome="committed"}`)
+	committed := second.Metric(`walrelay_kafka_transactions_total{outcome="committed"}`)
 	if committed < 1 || committed > float64(txr.KafkaTxns) {
 		t.Errorf("walrelay_kafka_transactions_total{outcome=\"committed\"} = %v, want 1 to the %d kafka transactions a consumer reads", committed, txr.KafkaTxns)
 	}
-	if lag, cp := rp.Metric("walrelay_checkpoint_lag_bytes"), rp.Metric("walrelay_checkpoint_lsn"); cp == 0 || lag != 0 {
+	if lag, cp := second.Metric("walrelay_checkpoint_lag_bytes"), second.Metric("walrelay_checkpoint_lsn"); cp == 0 || lag != 0 {
 		t.Errorf("walrelay_checkpoint_lsn %v, walrelay_checkpoint_lag_bytes %v once idle; want a position and 0", cp, lag)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
