@@ -58,4 +58,3 @@ func TestKafkaStallKeepsTheReplicationConnection(t *testing.T) {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
 }
-
