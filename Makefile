@@ -13,8 +13,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # binary too: a cgo build also maps libc, about 2 MiB more RSS.
 RELEASE_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 
+# Where make build writes walrelay.
+BUILD_OUT ?= bin/walrelay
+
 build:
-	$(RELEASE_BUILD) -o bin/walrelay ./cmd/walrelay
+	$(RELEASE_BUILD) -o $(BUILD_OUT) ./cmd/walrelay
 
 # One PostgreSQL (this machine's: Debian 12 has 15) and one Kafka for every
 # package (test/cmd/testbed); then the e2e suite on the newest PostgreSQL
