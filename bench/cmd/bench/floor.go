@@ -23,6 +23,10 @@ type floorReader struct {
 	slot string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// onRow, if set, is given each outbox row as it is read: its aggregate
+	// type, aggregate id, event id and the whole line (reused after the
+	// call). The chained floor produces it to Kafka.
+	onRow func(typ, key, id, line []byte)
 
 	mu  sync.Mutex
 	lat map[string][]float64 // aggregate type -> ms
@@ -31,10 +35,15 @@ type floorReader struct {
 
 // startFloor creates a test_decoding slot and streams it.
 func (b *bench) startFloor(ctx context.Context, slot string) (*floorReader, error) {
+	return b.startFloorTo(ctx, slot, nil)
+}
+
+// startFloorTo is startFloor with each row also given to onRow.
+func (b *bench) startFloorTo(ctx context.Context, slot string, onRow func(typ, key, id, line []byte)) (*floorReader, error) {
 	if err := rig.Exec(ctx, b.dsn, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'test_decoding')`, slot)); err != nil {
 		return nil, fmt.Errorf("create floor slot: %w", err)
 	}
-	f := &floorReader{slot: slot, done: make(chan struct{}), lat: map[string][]float64{}}
+	f := &floorReader{slot: slot, done: make(chan struct{}), lat: map[string][]float64{}, onRow: onRow}
 	// N.B. -f - writes each message to stdout as it arrives (no fsync);
 	// feedback every second as walrelay's --status-interval.
 	f.cmd = exec.CommandContext(ctx, b.recvBin(), "-d", b.dsn, "--slot", slot, "--start", "-o", "include-xids=0",
@@ -50,7 +59,25 @@ func (b *bench) startFloor(ctx context.Context, slot string) (*floorReader, erro
 	return f, nil
 }
 
-var aggKey = []byte(`aggregatetype[text]:'`)
+var (
+	aggKey = []byte(`aggregatetype[text]:'`)
+	keyKey = []byte(`aggregateid[text]:'`)
+	idKey  = []byte(`id[uuid]:'`)
+)
+
+// quoted is the value test_decoding printed after name in line, up to its
+// closing quote; nil if line has none.
+func quoted(line, name []byte) []byte {
+	i := bytes.Index(line, name)
+	if i < 0 {
+		return nil
+	}
+	v := line[i+len(name):]
+	if j := bytes.IndexByte(v, '\''); j >= 0 {
+		v = v[:j]
+	}
+	return v
+}
 
 func (f *floorReader) read(r io.Reader) {
 	defer close(f.done)
@@ -63,17 +90,16 @@ func (f *floorReader) read(r io.Reader) {
 		if !ok {
 			continue
 		}
-		i := bytes.Index(line, aggKey)
-		if i < 0 {
+		typ := quoted(line, aggKey)
+		if typ == nil {
 			continue
-		}
-		typ := line[i+len(aggKey):]
-		if j := bytes.IndexByte(typ, '\''); j >= 0 {
-			typ = typ[:j]
 		}
 		f.mu.Lock()
 		f.lat[string(typ)] = append(f.lat[string(typ)], float64(now-ts)/1000)
 		f.mu.Unlock()
+		if f.onRow != nil {
+			f.onRow(typ, quoted(line, keyKey), quoted(line, idKey), line)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		f.mu.Lock()

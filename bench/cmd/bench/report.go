@@ -77,6 +77,7 @@ func markdown(res *Results) string {
 		b.WriteString("Insert → consume: consumer receive time minus the row's clock_timestamp() at insert (in the payload), the same measure for both relays. Record ts → consume: minus the Kafka record timestamp (walrelay: commit time; Debezium: when the connector processed the event; 1 ms resolution).\n\n")
 		b.WriteString("Slot floor: the same rows at the same time through a second slot (test_decoding) read by pg_recvlogical, line read minus insert time; ratio = the relay's insert → consume over the floor.\n\n")
 		b.WriteString("Kafka floor (kafka-floor): after walrelay, alone, no PostgreSQL: a franz-go producer set as walrelay's (acks all, idempotent, lz4) without a linger writes records of the payload's size at each rate, stamped when produced, and the same consumer reads them; produce → consume, what Kafka adds to any relay.\n\n")
+		b.WriteString("Floors in series (chain-floor): after walrelay, no relay: the same writers at the same rates, the slot floor's pg_recvlogical, and each row produced to Kafka as soon as its line is read (the same producer, no linger), read back by the same consumer; insert → consume, the least any relay adds under this load, with one walsender less on the box than in walrelay's rows.\n\n")
 		b.WriteString("| relay | target/s | achieved/s | events | p50 | p90 | p99 | p99.9 | max | slot floor p50 / p99 | ratio p50 / p99 | record ts → consume p50 / p99 | walrelay's commit → ack mean / p99 ≤ (of it, handed to Kafka → ack) | CPU s | CPU s / M events (relay · walsender · broker) | floor CPU s | bench CPU s | peak RSS MiB | median RSS MiB (anonymous) | machine busy | load after |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---|\n")
 		for _, l := range res.Latency {
@@ -189,11 +190,16 @@ func targets(res *Results) string {
 			continue
 		}
 		both := l.SlotFloor.P50 + k.InsertToConsume.P50
-		fmt.Fprintf(&b, "- W2 %d/s: walrelay p50 %.2f ms; slot floor p50 %.2f + Kafka floor p50 %.2f = %.2f ms; walrelay over both floors %.2f× (%+.2f ms).\n",
+		fmt.Fprintf(&b, "- W2 %d/s: walrelay p50 %.2f ms; slot floor p50 %.2f + Kafka floor p50 %.2f = %.2f ms; walrelay over both floors %.2f× (%+.2f ms)",
 			l.TargetRate, l.InsertToConsume.P50, l.SlotFloor.P50, k.InsertToConsume.P50, both, l.InsertToConsume.P50/both, l.InsertToConsume.P50-both)
+		if c := lat(relayChainFloor, l.TargetRate); c != nil && c.InsertToConsume.P50 > 0 {
+			fmt.Fprintf(&b, "; the floors in series under the same load (chain-floor) p50 %.2f / p99 %.2f ms, walrelay over it %.2f× / %.2f×",
+				c.InsertToConsume.P50, c.InsertToConsume.P99, l.InsertToConsume.P50/c.InsertToConsume.P50, l.InsertToConsume.P99/c.InsertToConsume.P99)
+		}
+		b.WriteString(".\n")
 	}
 	for _, l := range res.Latency {
-		if l.TargetRate == 1000 && l.Error == "" && l.Relay != relayKafkaFloor {
+		if l.TargetRate == 1000 && l.Error == "" && l.Relay != relayKafkaFloor && l.Relay != relayChainFloor {
 			fmt.Fprintf(&b, "- W2 1,000/s: %s p99 %.1f ms (insert → consume)", l.Relay, l.InsertToConsume.P99)
 			if l.Relay == relayWalrelay {
 				fmt.Fprintf(&b, "; target < 20 ms: %s", met(l.InsertToConsume.P99 < 20))

@@ -21,8 +21,9 @@ import (
 	"github.com/walrelay/walrelay/internal/procstat"
 )
 
-// runW2 runs walrelay, then Kafka's own floor (kafkaFloor), then Debezium,
-// each relay on a fresh slot, at each rate.
+// runW2 runs walrelay, then Kafka's own floor (kafkaFloor), then the slot
+// and Kafka floors in series under the same load (chainFloor), then
+// Debezium, each on a fresh slot, at each rate.
 func (b *bench) runW2(ctx context.Context) error {
 	var errs []error
 	for _, relay := range []string{relayWalrelay, relayEOS, relayDebezium} {
@@ -34,6 +35,9 @@ func (b *bench) runW2(ctx context.Context) error {
 		}
 		if relay == relayWalrelay && ctx.Err() == nil {
 			if err := b.kafkaFloor(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("w2: %w", err))
+			}
+			if err := b.chainFloor(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("w2: %w", err))
 			}
 		}
