@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,91 +28,35 @@ const relayChainFloor = "chain-floor"
 // PostgreSQL and the writers, as under walrelay. The box carries one
 // walsender less than in walrelay's phases (walrelay's own), and no relay.
 func (b *bench) chainFloor(ctx context.Context) error {
-	typ := func(what string) string { return w2Type(relayChainFloor, what) }
-	prefix := topicPrefix(relayChainFloor)
-	topics := []string{prefix + typ("warm")}
-	for _, rate := range b.cfg.w2Rates {
-		topics = append(topics, prefix+typ(strconv.Itoa(rate)))
-	}
-	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topics...); err != nil {
-		return err
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Brokers...),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(kgo.Lz4Compression()),
-		kgo.ProducerLinger(0),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	cl, err := b.floorProducer()
 	if err != nil {
-		return fmt.Errorf("chain floor: client: %w", err)
+		return fmt.Errorf("chain floor: %w", err)
 	}
 	defer cl.Close()
-	var (
-		mu      sync.Mutex
-		failure error
-	)
-	done := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			failure = err
-			mu.Unlock()
-		}
-	}
+	var pe produceErr
 	produce := func(typ, key, id, line []byte) {
 		cl.Produce(ctx, &kgo.Record{
-			Topic:   prefix + string(typ),
+			Topic:   "wr." + string(typ),
 			Key:     bytes.Clone(key),
 			Value:   bytes.Clone(line),
 			Headers: []kgo.RecordHeader{{Key: "id", Value: bytes.Clone(id)}},
-		}, done)
-	}
-	failed := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		if failure != nil {
-			return "produce: " + failure.Error()
-		}
-		return ""
+		}, pe.done)
 	}
 	floor, err := b.startFloorTo(ctx, slotName("w2", relayChainFloor), produce)
 	if err != nil {
 		return err
 	}
 	defer floor.stop(context.WithoutCancel(ctx), b.dsn)
-	logf("w2: starting %s", relayChainFloor)
-	seq := int64(30_000_000)
-	if b.cfg.w2Warmup > 0 && len(b.cfg.w2Rates) > 0 {
-		l := b.measureChain(ctx, floor, typ("warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq, failed)
-		seq += int64(l.Sent)
-		if l.Error != "" {
-			return fmt.Errorf("chain floor: warm-up: %s", l.Error)
-		}
-	}
-	var errs []string
-	for _, rate := range b.cfg.w2Rates {
-		if ctx.Err() != nil {
-			break
-		}
-		l := b.measureChain(ctx, floor, typ(strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq, failed)
-		seq += int64(l.Sent)
-		b.res.Latency = append(b.res.Latency, l)
-		if l.Error != "" {
-			errs = append(errs, fmt.Sprintf("%d/s: %s", rate, l.Error))
-		}
-		logf("w2: %s at %d/s (achieved %.0f/s): %d records, insert→consume p50 %.2f p99 %.2f max %.1f ms; slot floor p50 %.2f; broker CPU %.1fs; busy %.2f; load %s%s",
-			relayChainFloor, rate, l.AchievedRate, l.Sent, l.InsertToConsume.P50, l.InsertToConsume.P99, l.InsertToConsume.Max,
-			l.SlotFloor.P50, l.BrokerCPUS, l.BusyShare, l.Load, errSuffix(l.Error))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("chain floor: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return b.floorPhases(ctx, relayChainFloor, 30_000_000, func(typ string, rate int, dur time.Duration, seq int64) Latency {
+		return b.measureChain(ctx, floor, typ, rate, dur, seq, pe.failed)
+	})
 }
 
 // measureChain writes typ rows at rate for dur while floor produces them
 // to Kafka and the W2 consumer reads them back.
 func (b *bench) measureChain(ctx context.Context, floor *floorReader, typ string, rate int, dur time.Duration, seq0 int64, failed func() string) Latency {
 	l := Latency{Relay: relayChainFloor, TargetRate: rate}
-	cons, err := newLatencyConsumer(ctx, b.env.Brokers, topicPrefix(relayChainFloor)+typ)
+	cons, err := newLatencyConsumer(ctx, b.env.Brokers, "wr."+typ)
 	if err != nil {
 		l.Error = err.Error()
 		return l
@@ -125,15 +66,7 @@ func (b *bench) measureChain(ctx context.Context, floor *floorReader, typ string
 	fs0, fr0 := procstat.CPUSeconds(floorSender), procstat.CPUSeconds(floor.pid())
 	broker0, self0 := procstat.CPUSeconds(b.env.KafkaPID), procstat.CPUSeconds(os.Getpid())
 	busy0 := rig.ReadMachineCPU()
-	begin := time.Now()
-	sent, err := writeAtRate(ctx, b.dsn, typ, rate, dur, b.cfg.aggregates, seq0)
-	elapsed := time.Since(begin)
-	l.Sent = sent
-	l.Seconds = round(elapsed.Seconds(), 2)
-	l.AchievedRate = round(float64(sent)/elapsed.Seconds(), 0)
-	if err != nil {
-		l.Error = err.Error()
-	}
+	sent := b.writePhase(ctx, &l, typ, rate, dur, seq0)
 	const grace = 2 * time.Minute
 	deadline := time.Now().Add(grace)
 	for cons.received() < sent && time.Now().Before(deadline) && ctx.Err() == nil && failed() == "" {
@@ -153,11 +86,6 @@ func (b *bench) measureChain(ctx context.Context, floor *floorReader, typ string
 		l.Error = f
 	}
 	cons.finish(&l, sent, grace)
-	fs := floor.stats(typ)
-	l.SlotFloor = &fs
-	if fs.P50 > 0 && fs.P99 > 0 {
-		l.FloorRatioP50 = round(l.InsertToConsume.P50/fs.P50, 2)
-		l.FloorRatioP99 = round(l.InsertToConsume.P99/fs.P99, 2)
-	}
+	l.setSlotFloor(floor.stats(typ))
 	return l
 }

@@ -27,30 +27,49 @@ const relayKafkaFloor = "kafka-floor"
 // the W2 consumer reads them back. Produce → consume is what Kafka adds to
 // any relay's commit → consume; the slot floor is what PostgreSQL adds.
 func (b *bench) kafkaFloor(ctx context.Context) error {
-	typ := func(what string) string { return "wr." + w2Type(relayKafkaFloor, what) }
-	topics := []string{typ("warm")}
-	for _, rate := range b.cfg.w2Rates {
-		topics = append(topics, typ(strconv.Itoa(rate)))
+	cl, err := b.floorProducer()
+	if err != nil {
+		return fmt.Errorf("kafka floor: %w", err)
 	}
-	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topics...); err != nil {
-		return err
-	}
+	defer cl.Close()
+	return b.floorPhases(ctx, relayKafkaFloor, 20_000_000, func(typ string, rate int, dur time.Duration, seq int64) Latency {
+		return b.measureKafka(ctx, cl, "wr."+typ, rate, dur, seq)
+	})
+}
+
+// floorProducer is the floors' producer: set as walrelay's (acks from all
+// in-sync replicas, idempotent, lz4, keys hashed as Kafka's Java client
+// does) but without a linger.
+func (b *bench) floorProducer() (*kgo.Client, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.Lz4Compression()),
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
 	if err != nil {
-		return fmt.Errorf("kafka floor: client: %w", err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	defer cl.Close()
-	logf("w2: starting %s", relayKafkaFloor)
-	seq := int64(20_000_000)
+	return cl, nil
+}
+
+// floorPhases creates floor's topics (prefix "wr.", its W2 types) and
+// runs measure for the warm-up (unmeasured) and at each W2 rate, its
+// record ids counting from seq, keeping each rate's figures.
+func (b *bench) floorPhases(ctx context.Context, floor string, seq int64, measure func(typ string, rate int, dur time.Duration, seq int64) Latency) error {
+	typ := func(what string) string { return w2Type(floor, what) }
+	topics := []string{"wr." + typ("warm")}
+	for _, rate := range b.cfg.w2Rates {
+		topics = append(topics, "wr."+typ(strconv.Itoa(rate)))
+	}
+	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topics...); err != nil {
+		return err
+	}
+	logf("w2: starting %s", floor)
 	if b.cfg.w2Warmup > 0 && len(b.cfg.w2Rates) > 0 {
-		l := b.measureKafka(ctx, cl, typ("warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq)
+		l := measure(typ("warm"), b.cfg.w2Rates[0], b.cfg.w2Warmup, seq)
 		seq += int64(l.Sent)
 		if l.Error != "" {
-			return fmt.Errorf("kafka floor: warm-up: %s", l.Error)
+			return fmt.Errorf("%s: warm-up: %s", floor, l.Error)
 		}
 	}
 	var errs []string
@@ -58,20 +77,49 @@ func (b *bench) kafkaFloor(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		l := b.measureKafka(ctx, cl, typ(strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq)
+		l := measure(typ(strconv.Itoa(rate)), rate, b.cfg.w2Duration, seq)
 		seq += int64(l.Sent)
 		b.res.Latency = append(b.res.Latency, l)
 		if l.Error != "" {
 			errs = append(errs, fmt.Sprintf("%d/s: %s", rate, l.Error))
 		}
-		logf("w2: %s at %d/s (achieved %.0f/s): %d records, produce→consume p50 %.2f p99 %.2f max %.1f ms; broker CPU %.1fs; load %s%s",
-			relayKafkaFloor, rate, l.AchievedRate, l.Sent, l.InsertToConsume.P50, l.InsertToConsume.P99, l.InsertToConsume.Max,
-			l.BrokerCPUS, l.Load, errSuffix(l.Error))
+		slot := ""
+		if l.SlotFloor != nil {
+			slot = fmt.Sprintf("; slot floor p50 %.2f", l.SlotFloor.P50)
+		}
+		logf("w2: %s at %d/s (achieved %.0f/s): %d records, to consume p50 %.2f p99 %.2f max %.1f ms%s; broker CPU %.1fs; busy %.2f; load %s%s",
+			floor, rate, l.AchievedRate, l.Sent, l.InsertToConsume.P50, l.InsertToConsume.P99, l.InsertToConsume.Max,
+			slot, l.BrokerCPUS, l.BusyShare, l.Load, errSuffix(l.Error))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("kafka floor: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("%s: %s", floor, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// produceErr keeps the last error of a floor's produced records.
+type produceErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+// done is the records' promise.
+func (p *produceErr) done(_ *kgo.Record, err error) {
+	if err != nil {
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+	}
+}
+
+// failed is "produce: " and the error, "" if none.
+func (p *produceErr) failed() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return "produce: " + p.err.Error()
+	}
+	return ""
 }
 
 // measureKafka produces to topic at rate for dur and reads it back.
@@ -92,17 +140,7 @@ func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, 
 	pad := strings.Repeat("x", max(0, int(size)-60))
 	broker0, self0 := procstat.CPUSeconds(b.env.KafkaPID), procstat.CPUSeconds(os.Getpid())
 	busy0 := rig.ReadMachineCPU()
-	var (
-		mu      sync.Mutex
-		failure error
-	)
-	done := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			failure = err
-			mu.Unlock()
-		}
-	}
+	var pe produceErr
 	total := int(float64(rate) * dur.Seconds())
 	interval := float64(time.Second) / float64(rate)
 	begin := time.Now()
@@ -120,7 +158,7 @@ func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, 
 			Key:     []byte("agg-" + strconv.FormatInt(seq%int64(b.cfg.aggregates), 10)),
 			Value:   []byte(v),
 			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(strconv.FormatInt(seq, 10))}},
-		}, done)
+		}, pe.done)
 		sent++
 	}
 	elapsed := time.Since(begin)
@@ -142,11 +180,9 @@ func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, 
 	if sent > 0 {
 		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
 	}
-	mu.Lock()
-	if failure != nil && l.Error == "" {
-		l.Error = "produce: " + failure.Error()
+	if f := pe.failed(); f != "" && l.Error == "" {
+		l.Error = f
 	}
-	mu.Unlock()
 	cons.finish(&l, sent, grace)
 	return l
 }

@@ -154,15 +154,7 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 	busy0 := rig.ReadMachineCPU()
 	rss := rig.SampleRSS(r.proc.Pid(), 250*time.Millisecond)
 	cpu0 := r.cpu()
-	begin := time.Now()
-	sent, err := writeAtRate(ctx, b.dsn, typ, rate, dur, b.cfg.aggregates, seq0)
-	elapsed := time.Since(begin)
-	l.Sent = sent
-	l.Seconds = round(elapsed.Seconds(), 2)
-	l.AchievedRate = round(float64(sent)/elapsed.Seconds(), 0)
-	if err != nil {
-		l.Error = err.Error()
-	}
+	sent := b.writePhase(ctx, &l, typ, rate, dur, seq0)
 	deadline := time.Now().Add(grace)
 	for cons.received() < sent && time.Now().Before(deadline) && ctx.Err() == nil {
 		if err := r.check(ctx); err != nil {
@@ -194,14 +186,33 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 	}
 	cons.finish(&l, sent, grace)
 	if floor != nil {
-		fs := floor.stats(typ)
-		l.SlotFloor = &fs
-		if fs.P50 > 0 && fs.P99 > 0 {
-			l.FloorRatioP50 = round(l.InsertToConsume.P50/fs.P50, 2)
-			l.FloorRatioP99 = round(l.InsertToConsume.P99/fs.P99, 2)
-		}
+		l.setSlotFloor(floor.stats(typ))
 	}
 	return l
+}
+
+// setSlotFloor sets l's slot floor and l's ratios to it.
+func (l *Latency) setSlotFloor(fs Stats) {
+	l.SlotFloor = &fs
+	if fs.P50 > 0 && fs.P99 > 0 {
+		l.FloorRatioP50 = round(l.InsertToConsume.P50/fs.P50, 2)
+		l.FloorRatioP99 = round(l.InsertToConsume.P99/fs.P99, 2)
+	}
+}
+
+// writePhase writes typ rows at rate for dur (writeAtRate) and sets l's
+// rows sent, seconds, achieved rate and error; it returns the rows sent.
+func (b *bench) writePhase(ctx context.Context, l *Latency, typ string, rate int, dur time.Duration, seq0 int64) int {
+	begin := time.Now()
+	sent, err := writeAtRate(ctx, b.dsn, typ, rate, dur, b.cfg.aggregates, seq0)
+	elapsed := time.Since(begin)
+	l.Sent = sent
+	l.Seconds = round(elapsed.Seconds(), 2)
+	l.AchievedRate = round(float64(sent)/elapsed.Seconds(), 0)
+	if err != nil {
+		l.Error = err.Error()
+	}
+	return sent
 }
 
 // walsenderPID is the server process streaming slot, 0 if none.
