@@ -140,7 +140,8 @@ type session struct {
 	slab       []byte          // the room left in it holds the next messages' data
 	reader     *coalescingConn // the socket under the connection; nil if unknown
 	// waited is set by hand when a batch waited for room downstream (a
-	// slow Kafka): the stream read nothing meanwhile.
+	// slow Kafka): the stream read nothing meanwhile. receive clears it
+	// before the flush that precedes a read.
 	waited bool
 }
 
@@ -381,6 +382,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 		// N.B. the batch goes downstream before a read that may block:
 		// no message waits for the next one to arrive.
 		if len(ss.batch) > 0 && !ss.buffered() {
+			ss.waited = false
 			if err := s.flush(ctx, ss, out, timer, &nextStatus); err != nil {
 				return err
 			}
@@ -391,7 +393,6 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 				// wait has passed. Taken for a dead connection, a Kafka
 				// stall of four status intervals restarted the pipeline
 				// once Kafka answered, and produced its records again.
-				ss.waited = false
 				lastRecv = time.Now()
 				continue
 			}

@@ -61,8 +61,8 @@ func TestExactlyOnce(t *testing.T) {
 	e := harness.NewEnv(t, relayBin)
 	e.ExactlyOnce()
 	wit := harness.NewWitness(t, e)
-	// N.B. the writers go on until the second walrelay has streamed 3,000
-	// more events: each walrelay gets a share whatever its start-up takes.
+	// N.B. the writers go on until the second walrelay has published 3,000
+	// events: each walrelay gets a share whatever its start-up takes.
 	w := &harness.Workload{Writers: 3, Aggregates: 100, MaxTxRows: 10, Rollback: 0.1, Business: 0.3, Pause: time.Millisecond}
 	w.Prepare(t, e)
 	relay := e.StartRelay(t)
