@@ -61,34 +61,10 @@ func TestExactlyOnce(t *testing.T) {
 	e := harness.NewEnv(t, relayBin)
 	e.ExactlyOnce()
 	wit := harness.NewWitness(t, e)
-	// N.B. the writers go on until the second walrelay has published 3,000
-	// events: each walrelay gets a share whatever its start-up takes.
 	w := &harness.Workload{Writers: 3, Aggregates: 100, MaxTxRows: 10, Rollback: 0.1, Business: 0.3, Pause: time.Millisecond}
 	w.Prepare(t, e)
-	relay := e.StartRelay(t)
-	relay.WaitStreaming()
-	writing := w.Start(e)
-	// N.B. midway means after the first walrelay committed a Kafka
-	// transaction: its first start on a cluster waits for Kafka to create
-	// the transaction log, and a stop before that leaves the whole
-	// workload to the second walrelay.
-	first := &relayProc{Relay: relay, t: t}
-	harness.WaitFor(t, time.Minute, "3,000 events, and a kafka transaction committed", func() bool {
-		n, _ := first.MetricOK(`walrelay_kafka_transactions_total{outcome="committed"}`)
-		return w.Committed() >= 3000 && n >= 1
-	})
-	if code := relay.Stop(time.Minute); code != 0 {
-		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
-	}
-	relay = e.StartRelay(t)
+	relay := restartMidway(t, e, w, 3000)
 	second := &relayProc{Relay: relay, t: t}
-	harness.WaitFor(t, time.Minute, "3,000 events streamed by the second walrelay", func() bool {
-		n, _ := second.MetricOK("walrelay_events_published_total")
-		return n >= 3000
-	})
-	if err := writing.Stop(); err != nil {
-		t.Fatalf("writers: %v", err)
-	}
 	_, txr := eosHistory(t, e, wit, w)
 	if !strings.Contains(relay.Log(), `"exactly-once: checkpoint read`) {
 		t.Errorf("walrelay's log has no checkpoint line")
@@ -103,6 +79,41 @@ func TestExactlyOnce(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
+}
+
+// restartMidway starts walrelay and w (with no Events: until stopped),
+// stops walrelay gracefully once n events are committed and it committed a
+// Kafka transaction, starts a second walrelay, and stops the writers once
+// that one has published n events; it returns the second walrelay.
+//
+// N.B. midway means after the first walrelay committed a Kafka
+// transaction, with the writers still at work: its first start on a
+// cluster waits for Kafka to create the transaction log, and a stop before
+// it ends, or writers done by then, leave the whole workload to one
+// walrelay ("1 kafka transactions with records: the test wants several").
+func restartMidway(t *testing.T, e *harness.Env, w *harness.Workload, n int) *harness.Relay {
+	t.Helper()
+	relay := e.StartRelay(t)
+	relay.WaitStreaming()
+	writing := w.Start(e)
+	first := &relayProc{Relay: relay, t: t}
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("%d events, and a kafka transaction committed", n), func() bool {
+		c, _ := first.MetricOK(`walrelay_kafka_transactions_total{outcome="committed"}`)
+		return w.Committed() >= int64(n) && c >= 1
+	})
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+	relay = e.StartRelay(t)
+	second := &relayProc{Relay: relay, t: t}
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("%d events published by the second walrelay", n), func() bool {
+		p, _ := second.MetricOK("walrelay_events_published_total")
+		return p >= float64(n)
+	})
+	if err := writing.Stop(); err != nil {
+		t.Fatalf("writers: %v", err)
+	}
+	return relay
 }
 
 // TestExactlyOnceSkipsWhatCheckpointCovers: walrelay's status updates

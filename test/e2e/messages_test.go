@@ -353,24 +353,10 @@ func TestExactlyOnceMessages(t *testing.T) {
 	e.ExactlyOnce()
 	e.RelayArgs = append(e.RelayArgs, "--source", "tables,messages")
 	wit := harness.NewWitness(t, e)
-	// N.B. enough events that the writers are still at work across the
-	// restart: with 600, a quick machine committed them all before the
-	// first walrelay stopped, whose last commit then held every one
-	// ("1 kafka transactions with records: the test wants several").
-	w := &harness.Workload{Writers: 2, Events: 3000, Aggregates: 50, MaxTxRows: 6, Rollback: 0.1, Messages: 0.5, Pause: time.Millisecond}
-	w.Prepare(t, e)
+	w := &harness.Workload{Writers: 2, Aggregates: 50, MaxTxRows: 6, Rollback: 0.1, Messages: 0.5, Pause: time.Millisecond}
 	w.PrepareMessages(t, e)
-	relay := e.StartRelay(t)
-	relay.WaitStreaming()
-	writing := w.Start(e)
-	harness.WaitFor(t, time.Minute, "half of the events", func() bool { return w.Committed() >= 1500 })
-	if code := relay.Stop(time.Minute); code != 0 {
-		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
-	}
-	relay = e.StartRelay(t)
-	if err := writing.Wait(); err != nil {
-		t.Fatalf("writers: %v", err)
-	}
+	w.Prepare(t, e)
+	relay := restartMidway(t, e, w, 1500)
 	rep, _ := eosHistory(t, e, wit, w)
 	var fromMessages int
 	e.Bed.QueryRow(t, e.DSN, `SELECT count(*) FROM `+harness.MessageLedger).Scan(&fromMessages)

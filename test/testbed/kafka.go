@@ -75,7 +75,8 @@ func (b *Bed) CreateTopicWith(t testing.TB, topic string, partitions int32, conf
 // franz-go consumer (no group, read_uncommitted) and returns the records in
 // per-partition offset order. It first lists the end offsets and reads at
 // least up to them, then returns once no new record arrived for idle. Topics
-// that do not exist count as empty.
+// that do not exist count as empty. Transaction markers are passed, not
+// returned.
 func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*kgo.Record {
 	t.Helper()
 	recs, _ := b.consumeAll(t, topics, idle, false)
@@ -124,10 +125,12 @@ func (b *Bed) consumeAll(t testing.TB, topics []string, idle time.Duration, comm
 		}
 	})
 
-	opts := []kgo.Opt{}
+	// N.B. the transaction markers are kept so that the position passes
+	// them: a partition may end with one (a producer's commit or abort),
+	// and a consumer that skips it never reaches the end offset.
+	opts := []kgo.Opt{kgo.KeepControlRecords()}
 	if committed {
-		// N.B. the markers are kept so that the position passes them.
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	cl, err := kgo.NewClient(append(opts,
 		kgo.SeedBrokers(b.brokers...),

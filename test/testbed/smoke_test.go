@@ -222,3 +222,42 @@ func headers(r *kgo.Record) []string {
 	}
 	return hs
 }
+
+// TestConsumeAllPassesTransactionMarkers: a partition whose last offset is a
+// transaction's marker (a control record, which consumers do not return) is
+// read to its end by ConsumeAll and ConsumeAllCommitted alike. ConsumeAll
+// once waited out its two minutes on one: walrelay --exactly-once leaves a
+// marker after each commit.
+func TestConsumeAllPassesTransactionMarkers(t *testing.T) {
+	t.Parallel()
+	b := testbed.Get(t)
+	topic := fmt.Sprintf("smoke.%s.%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano())
+	b.CreateTopic(t, topic, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers()...), kgo.TransactionalID(topic), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte(fmt.Sprint(bool(commit)))}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatalf("end transaction: %v", err)
+		}
+	}
+	// Offsets 0 and 2 hold the records, 1 and 3 their markers.
+	all := b.ConsumeAll(t, []string{topic}, 0)
+	if len(all) != 2 || string(all[0].Value) != "true" || string(all[1].Value) != "false" {
+		t.Errorf("ConsumeAll: %d records, want the committed and the aborted one", len(all))
+	}
+	committed, control := b.ConsumeAllCommitted(t, []string{topic}, 0)
+	if len(committed) != 1 || string(committed[0].Value) != "true" || len(control) != 2 {
+		t.Errorf("ConsumeAllCommitted: %d records and %d markers, want the committed record and 2 markers", len(committed), len(control))
+	}
+}
