@@ -392,7 +392,7 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 				// counts from now, and the read deadline armed before the
 				// wait has passed. Taken for a dead connection, a Kafka
 				// stall of four status intervals restarted the pipeline
-				// once Kafka answered, and produced its records again.
+				// once Kafka answered.
 				lastRecv = time.Now()
 				continue
 			}

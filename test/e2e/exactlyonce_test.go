@@ -64,16 +64,15 @@ func TestExactlyOnce(t *testing.T) {
 	w := &harness.Workload{Writers: 3, Aggregates: 100, MaxTxRows: 10, Rollback: 0.1, Business: 0.3, Pause: time.Millisecond}
 	w.Prepare(t, e)
 	relay := restartMidway(t, e, w, 3000)
-	second := &relayProc{Relay: relay, t: t}
 	_, txr := eosHistory(t, e, wit, w)
 	if !strings.Contains(relay.Log(), `"exactly-once: checkpoint read`) {
 		t.Errorf("walrelay's log has no checkpoint line")
 	}
-	committed := second.Metric(`walrelay_kafka_transactions_total{outcome="committed"}`)
+	committed := relay.Metric(`walrelay_kafka_transactions_total{outcome="committed"}`)
 	if committed < 1 || committed > float64(txr.KafkaTxns) {
 		t.Errorf("walrelay_kafka_transactions_total{outcome=\"committed\"} = %v, want 1 to the %d kafka transactions a consumer reads", committed, txr.KafkaTxns)
 	}
-	if lag, cp := second.Metric("walrelay_checkpoint_lag_bytes"), second.Metric("walrelay_checkpoint_lsn"); cp == 0 || lag != 0 {
+	if lag, cp := relay.Metric("walrelay_checkpoint_lag_bytes"), relay.Metric("walrelay_checkpoint_lsn"); cp == 0 || lag != 0 {
 		t.Errorf("walrelay_checkpoint_lsn %v, walrelay_checkpoint_lag_bytes %v once idle; want a position and 0", cp, lag)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
@@ -91,7 +90,7 @@ func TestExactlyOnce(t *testing.T) {
 // cluster waits for Kafka to create the transaction log, and a stop before
 // it ends, or writers done by then, leave the whole workload to one
 // walrelay ("1 kafka transactions with records: the test wants several").
-func restartMidway(t *testing.T, e *harness.Env, w *harness.Workload, n int) *harness.Relay {
+func restartMidway(t *testing.T, e *harness.Env, w *harness.Workload, n int) *relayProc {
 	t.Helper()
 	relay := e.StartRelay(t)
 	relay.WaitStreaming()
@@ -104,8 +103,7 @@ func restartMidway(t *testing.T, e *harness.Env, w *harness.Workload, n int) *ha
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
-	relay = e.StartRelay(t)
-	second := &relayProc{Relay: relay, t: t}
+	second := &relayProc{Relay: e.StartRelay(t), t: t}
 	harness.WaitFor(t, time.Minute, fmt.Sprintf("%d events published by the second walrelay", n), func() bool {
 		p, _ := second.MetricOK("walrelay_events_published_total")
 		return p >= float64(n)
@@ -113,7 +111,7 @@ func restartMidway(t *testing.T, e *harness.Env, w *harness.Workload, n int) *ha
 	if err := writing.Stop(); err != nil {
 		t.Fatalf("writers: %v", err)
 	}
-	return relay
+	return second
 }
 
 // TestExactlyOnceSkipsWhatCheckpointCovers: walrelay's status updates

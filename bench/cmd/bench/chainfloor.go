@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/bench/internal/rig"
 	"github.com/walrelay/walrelay/internal/procstat"
 )
 
@@ -36,7 +34,7 @@ func (b *bench) chainFloor(ctx context.Context) error {
 	var pe produceErr
 	produce := func(typ, key, id, line []byte) {
 		cl.Produce(ctx, &kgo.Record{
-			Topic:   "wr." + string(typ),
+			Topic:   topicPrefix(relayChainFloor) + string(typ),
 			Key:     bytes.Clone(key),
 			Value:   bytes.Clone(line),
 			Headers: []kgo.RecordHeader{{Key: "id", Value: bytes.Clone(id)}},
@@ -56,7 +54,7 @@ func (b *bench) chainFloor(ctx context.Context) error {
 // to Kafka and the W2 consumer reads them back.
 func (b *bench) measureChain(ctx context.Context, floor *floorReader, typ string, rate int, dur time.Duration, seq0 int64, failed func() string) Latency {
 	l := Latency{Relay: relayChainFloor, TargetRate: rate}
-	cons, err := newLatencyConsumer(ctx, b.env.Brokers, "wr."+typ)
+	cons, err := newLatencyConsumer(ctx, b.env.Brokers, topicPrefix(relayChainFloor)+typ)
 	if err != nil {
 		l.Error = err.Error()
 		return l
@@ -64,8 +62,7 @@ func (b *bench) measureChain(ctx context.Context, floor *floorReader, typ string
 	defer cons.close()
 	floorSender := b.walsenderPID(ctx, floor.slot)
 	fs0, fr0 := procstat.CPUSeconds(floorSender), procstat.CPUSeconds(floor.pid())
-	broker0, self0 := procstat.CPUSeconds(b.env.KafkaPID), procstat.CPUSeconds(os.Getpid())
-	busy0 := rig.ReadMachineCPU()
+	box := b.startUsage()
 	sent := b.writePhase(ctx, &l, typ, rate, dur, seq0)
 	const grace = 2 * time.Minute
 	deadline := time.Now().Add(grace)
@@ -74,13 +71,9 @@ func (b *bench) measureChain(ctx context.Context, floor *floorReader, typ string
 	}
 	l.WalsenderCPUS = cpuSince(floorSender, fs0)
 	l.FloorCPUS = round(l.WalsenderCPUS+cpuSince(floor.pid(), fr0), 2)
-	l.BrokerCPUS = cpuSince(b.env.KafkaPID, broker0)
-	l.BenchCPUS = cpuSince(os.Getpid(), self0)
-	l.BusyShare = round(rig.BusyShare(busy0, rig.ReadMachineCPU()), 3)
-	l.Load = rig.LoadAvg()
+	box.end(b, &l, sent)
 	if sent > 0 {
 		l.WalsenderCPUSPerMEvents = round(l.WalsenderCPUS/float64(sent)*1e6, 2)
-		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
 	}
 	if f := failed(); f != "" && l.Error == "" {
 		l.Error = f

@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/walrelay/walrelay/bench/internal/rig"
-	"github.com/walrelay/walrelay/internal/procstat"
 )
 
 // relayKafkaFloor names Kafka's own floor in W2's results: no PostgreSQL
@@ -33,7 +29,7 @@ func (b *bench) kafkaFloor(ctx context.Context) error {
 	}
 	defer cl.Close()
 	return b.floorPhases(ctx, relayKafkaFloor, 20_000_000, func(typ string, rate int, dur time.Duration, seq int64) Latency {
-		return b.measureKafka(ctx, cl, "wr."+typ, rate, dur, seq)
+		return b.measureKafka(ctx, cl, topicPrefix(relayKafkaFloor)+typ, rate, dur, seq)
 	})
 }
 
@@ -52,14 +48,14 @@ func (b *bench) floorProducer() (*kgo.Client, error) {
 	return cl, nil
 }
 
-// floorPhases creates floor's topics (prefix "wr.", its W2 types) and
+// floorPhases creates floor's topics (topicPrefix, its W2 types) and
 // runs measure for the warm-up (unmeasured) and at each W2 rate, its
 // record ids counting from seq, keeping each rate's figures.
 func (b *bench) floorPhases(ctx context.Context, floor string, seq int64, measure func(typ string, rate int, dur time.Duration, seq int64) Latency) error {
 	typ := func(what string) string { return w2Type(floor, what) }
-	topics := []string{"wr." + typ("warm")}
+	topics := []string{topicPrefix(floor) + typ("warm")}
 	for _, rate := range b.cfg.w2Rates {
-		topics = append(topics, "wr."+typ(strconv.Itoa(rate)))
+		topics = append(topics, topicPrefix(floor)+typ(strconv.Itoa(rate)))
 	}
 	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topics...); err != nil {
 		return err
@@ -138,8 +134,7 @@ func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, 
 		size = 310
 	}
 	pad := strings.Repeat("x", max(0, int(size)-60))
-	broker0, self0 := procstat.CPUSeconds(b.env.KafkaPID), procstat.CPUSeconds(os.Getpid())
-	busy0 := rig.ReadMachineCPU()
+	box := b.startUsage()
 	var pe produceErr
 	total := int(float64(rate) * dur.Seconds())
 	interval := float64(time.Second) / float64(rate)
@@ -173,13 +168,7 @@ func (b *bench) measureKafka(ctx context.Context, cl *kgo.Client, topic string, 
 	for cons.received() < sent && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	l.BrokerCPUS = cpuSince(b.env.KafkaPID, broker0)
-	l.BenchCPUS = cpuSince(os.Getpid(), self0)
-	l.BusyShare = round(rig.BusyShare(busy0, rig.ReadMachineCPU()), 3)
-	l.Load = rig.LoadAvg()
-	if sent > 0 {
-		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
-	}
+	box.end(b, &l, sent)
 	if f := pe.failed(); f != "" && l.Error == "" {
 		l.Error = f
 	}

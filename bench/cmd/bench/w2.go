@@ -147,11 +147,10 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 	walsender := b.walsenderPID(ctx, slot)
 	floorSender := b.walsenderPID(ctx, floor.slot)
 	ws0, fs0, fr0 := procstat.CPUSeconds(walsender), procstat.CPUSeconds(floorSender), procstat.CPUSeconds(floor.pid())
-	broker0, self0 := procstat.CPUSeconds(b.env.KafkaPID), procstat.CPUSeconds(os.Getpid())
+	box := b.startUsage()
 
 	const hist, kafkaHist = "walrelay_commit_to_ack_seconds", "walrelay_kafka_ack_seconds"
 	h0, k0 := scrapeHistogram(ctx, r.metrics, hist), scrapeHistogram(ctx, r.metrics, kafkaHist)
-	busy0 := rig.ReadMachineCPU()
 	rss := rig.SampleRSS(r.proc.Pid(), 250*time.Millisecond)
 	cpu0 := r.cpu()
 	sent := b.writePhase(ctx, &l, typ, rate, dur, seq0)
@@ -168,27 +167,46 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 	}
 	l.CPUS = round(r.cpu()-cpu0, 2)
 	l.WalsenderCPUS = cpuSince(walsender, ws0)
-	l.BrokerCPUS = cpuSince(b.env.KafkaPID, broker0)
 	l.FloorCPUS = round(cpuSince(floorSender, fs0)+cpuSince(floor.pid(), fr0), 2)
-	l.BenchCPUS = cpuSince(os.Getpid(), self0)
+	box.end(b, &l, sent)
 	l.RelayCommitToAck = histogramDelta(h0, scrapeHistogram(ctx, r.metrics, hist))
 	l.RelayKafkaAck = histogramDelta(k0, scrapeHistogram(ctx, r.metrics, kafkaHist))
 	l.PeakRSSMB = round(r.proc.PeakRSSMB(), 1)
 	l.RSS = rss.Stop()
 	l.SteadyRSSMB = rig.SteadyMiB(l.RSS, 0)
 	l.SteadyAnonMB = rig.SteadyAnonMiB(l.RSS, 0)
-	l.BusyShare = round(rig.BusyShare(busy0, rig.ReadMachineCPU()), 3)
-	l.Load = rig.LoadAvg()
 	if sent > 0 {
 		l.CPUSPerMEvents = round(l.CPUS/float64(sent)*1e6, 2)
 		l.WalsenderCPUSPerMEvents = round(l.WalsenderCPUS/float64(sent)*1e6, 2)
-		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
 	}
 	cons.finish(&l, sent, grace)
 	if floor != nil {
 		l.setSlotFloor(floor.stats(typ))
 	}
 	return l
+}
+
+// boxUsage is the broker's and this program's CPU seconds and the
+// machine's CPU counters at the start of a phase.
+type boxUsage struct {
+	broker, self float64
+	busy         rig.MachineCPU
+}
+
+func (b *bench) startUsage() boxUsage {
+	return boxUsage{broker: procstat.CPUSeconds(b.env.KafkaPID), self: procstat.CPUSeconds(os.Getpid()), busy: rig.ReadMachineCPU()}
+}
+
+// end sets l's broker and bench CPU seconds since u, the machine's busy
+// share and load, and the broker's CPU per million of sent.
+func (u boxUsage) end(b *bench, l *Latency, sent int) {
+	l.BrokerCPUS = cpuSince(b.env.KafkaPID, u.broker)
+	l.BenchCPUS = cpuSince(os.Getpid(), u.self)
+	l.BusyShare = round(rig.BusyShare(u.busy, rig.ReadMachineCPU()), 3)
+	l.Load = rig.LoadAvg()
+	if sent > 0 {
+		l.BrokerCPUSPerMEvents = round(l.BrokerCPUS/float64(sent)*1e6, 2)
+	}
 }
 
 // setSlotFloor sets l's slot floor and l's ratios to it.
