@@ -287,7 +287,7 @@ func cause(err error) string {
 func (c Config) MemoryLimit() int64 {
 	inflight := c.Sink.MaxInflightBytes
 	if inflight == 0 {
-		inflight = 64 << 20 // sink's default
+		inflight = sink.DefaultMaxInflightBytes
 	}
 	return int64(inflight) + replication.BufferBytes + memoryHeadroom
 }

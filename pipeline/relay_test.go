@@ -54,7 +54,7 @@ func TestErrorClasses(t *testing.T) {
 // replication buffer plus 16 MiB of headroom (README's memory bound).
 func TestMemoryLimit(t *testing.T) {
 	for _, tt := range []struct{ inflight, want int64 }{
-		{0, (64 + 4 + 16) << 20},
+		{0, (16 + 4 + 16) << 20}, // the default, 16 MiB
 		{4 << 20, (4 + 4 + 16) << 20},
 		{1 << 30, 1<<30 + 20<<20},
 	} {

@@ -55,7 +55,7 @@ func TestParseErrorsNameTheFormat(t *testing.T) {
 
 // TestSizeSuffixes: byte settings take decimal and binary suffixes.
 func TestSizeSuffixes(t *testing.T) {
-	t.Setenv("WALRELAY_MAX_INFLIGHT_BYTES", "64MiB")
+	t.Setenv("WALRELAY_MAX_INFLIGHT_BYTES", "64MiB") // not the default (16 MiB)
 	var cfg config
 	fs := newFlagSet("run", &cfg)
 	args := []string{"--kafka-max-message-bytes", "1MB", "--lag-warn-bytes", "2GiB", "--pg-max-message-bytes", "128 KiB"}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -162,7 +163,7 @@ func (x *explorer) build() {
 	x.shape, x.w = s, w
 
 	headers := map[string]string{"none": "", "type": "type:eventType", "type+seq": "type:eventType,seq:seq"}[c["headers"]]
-	x.inflight = 64 << 20
+	x.inflight = sink.DefaultMaxInflightBytes
 	switch c["inflight"] {
 	case "1MiB":
 		x.inflight = 1 << 20

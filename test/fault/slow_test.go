@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -24,7 +25,7 @@ func TestSlowKafka(t *testing.T) {
 		backlog       = 8 // the unread WAL must reach backlog x limit
 	)
 	// --max-inflight-bytes: small in CI, the default in the long run.
-	limit := scale(4<<20, 64<<20)
+	limit := scale(4<<20, sink.DefaultMaxInflightBytes)
 	// Kafka stays slow for at least minSlow, and until the backlog is
 	// reached (at most maxSlow).
 	minSlow := scale(20*time.Second, 60*time.Second)

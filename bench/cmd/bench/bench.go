@@ -18,6 +18,7 @@ import (
 
 	"github.com/walrelay/walrelay/bench/connect"
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/sink"
 )
 
 type bench struct {
@@ -89,7 +90,7 @@ func newBench(ctx context.Context, cfg *config, env *rig.Env) (*bench, error) {
 		Partitions: cfg.partitions, W2Rates: cfg.w2Rates, W2Seconds: cfg.w2Duration.Seconds(),
 		StatusInterval:   cfg.status.String(),
 		WalrelayArgs:     b.walrelayArgs("SLOT", "PUB", false, ""),
-		WalrelayInflight: "67108864 (default of --max-inflight-bytes)",
+		WalrelayInflight: strconv.Itoa(sink.DefaultMaxInflightBytes) + " (default of --max-inflight-bytes)",
 		RecvArgs:         recvArgs("DSN", "SLOT", "PUB", 0),
 		ConnectJVM:       rig.ConnectJVMOptions,
 		ConnectWorker:    rig.DebeziumWorkerProps(cfg.status, 1048588),

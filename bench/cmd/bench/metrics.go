@@ -17,24 +17,24 @@ type histogram struct {
 	count   float64
 }
 
-// scrapeHistogram reads histogram name from a /metrics URL; nil when it
-// cannot.
-func scrapeHistogram(ctx context.Context, url, name string) *histogram {
+// scrapeMetrics calls each sample of a metric whose name starts with name,
+// read from a /metrics URL, with its key (name and labels) and value; false
+// when it cannot read the page.
+func scrapeMetrics(ctx context.Context, url, name string, each func(key string, v float64)) bool {
 	if url == "" {
-		return nil
+		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil
+		return false
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil
+		return false
 	}
 	defer resp.Body.Close()
-	h := &histogram{buckets: map[float64]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -50,7 +50,29 @@ func scrapeHistogram(ctx context.Context, url, name string) *histogram {
 		if err != nil {
 			continue
 		}
-		key := line[:sp]
+		each(line[:sp], v)
+	}
+	return sc.Err() == nil
+}
+
+// scrapeGauge reads gauge name (without labels) from a /metrics URL; false
+// when it cannot.
+func scrapeGauge(ctx context.Context, url, name string) (float64, bool) {
+	var v float64
+	found := false
+	ok := scrapeMetrics(ctx, url, name, func(key string, x float64) {
+		if key == name {
+			v, found = x, true
+		}
+	})
+	return v, ok && found
+}
+
+// scrapeHistogram reads histogram name from a /metrics URL; nil when it
+// cannot.
+func scrapeHistogram(ctx context.Context, url, name string) *histogram {
+	h := &histogram{buckets: map[float64]float64{}}
+	ok := scrapeMetrics(ctx, url, name, func(key string, v float64) {
 		switch {
 		case key == name+"_sum":
 			h.sum = v
@@ -66,6 +88,9 @@ func scrapeHistogram(ctx context.Context, url, name string) *histogram {
 				h.buckets[f] = v
 			}
 		}
+	})
+	if !ok {
+		return nil
 	}
 	return h
 }

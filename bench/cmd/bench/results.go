@@ -74,6 +74,12 @@ type Fill struct {
 }
 
 // Drain is one relay draining one backlog.
+// InflightPoint is walrelay's in-flight bytes at T seconds after its start.
+type InflightPoint struct {
+	T   float64 `json:"t_s"`
+	MiB float64 `json:"mib"`
+}
+
 type Drain struct {
 	Workload string `json:"workload"`
 	Relay    string `json:"relay"`
@@ -115,6 +121,11 @@ type Drain struct {
 	RSS          []rig.RSSPoint `json:"rss,omitempty"`
 	SteadyRSSMB  float64        `json:"steady_rss_mb,omitempty"`
 	SteadyAnonMB float64        `json:"steady_rss_anon_mb,omitempty"`
+	// Inflight: walrelay's walrelay_inflight_bytes (the bytes counted
+	// against --max-inflight-bytes) every 250 ms; its median and peak.
+	Inflight          []InflightPoint `json:"inflight,omitempty"`
+	InflightMedianMiB float64         `json:"inflight_median_mib,omitempty"`
+	InflightPeakMiB   float64         `json:"inflight_peak_mib,omitempty"`
 	Error        string         `json:"error,omitempty"`
 }
 

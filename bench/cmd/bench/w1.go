@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -220,10 +221,15 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 				walsenderCPU = c
 			}
 		}
-		if kafka && d.RecordsS == 0 && !now.Before(nextOffsets) {
-			if n, err := b.adm.EndOffsets(ctx, topic); err == nil && n >= int64(events) {
-				d.RecordsS = round(time.Since(r.t0).Seconds(), 3)
-				d.RecordsPerS = round(float64(events)/d.RecordsS, 0)
+		if !now.Before(nextOffsets) {
+			if kafka && d.RecordsS == 0 {
+				if n, err := b.adm.EndOffsets(ctx, topic); err == nil && n >= int64(events) {
+					d.RecordsS = round(time.Since(r.t0).Seconds(), 3)
+					d.RecordsPerS = round(float64(events)/d.RecordsS, 0)
+				}
+			}
+			if v, ok := scrapeGauge(ctx, r.metrics, "walrelay_inflight_bytes"); ok {
+				d.Inflight = append(d.Inflight, InflightPoint{T: round(time.Since(r.t0).Seconds(), 3), MiB: round(v/(1<<20), 2)})
 			}
 			nextOffsets = now.Add(250 * time.Millisecond)
 		}
@@ -246,6 +252,7 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	d.RSS = rss.Stop()
 	d.SteadyRSSMB = rig.SteadyMiB(d.RSS, 1)
 	d.SteadyAnonMB = rig.SteadyAnonMiB(d.RSS, 1)
+	d.InflightMedianMiB, d.InflightPeakMiB = inflightFigures(d.Inflight)
 	d.WalsenderCPUS = round(walsenderCPU, 2)
 	if b.env.KafkaPID != 0 {
 		d.BrokerCPUS = round(procstat.CPUSeconds(b.env.KafkaPID)-broker0, 2)
@@ -285,4 +292,19 @@ func errSuffix(s string) string {
 		return ""
 	}
 	return "; ERROR: " + s
+}
+
+// inflightFigures are the median and the peak of walrelay's in-flight bytes
+// in MiB; zero without samples.
+func inflightFigures(pts []InflightPoint) (median, peak float64) {
+	if len(pts) == 0 {
+		return 0, 0
+	}
+	v := make([]float64, len(pts))
+	for i, p := range pts {
+		v[i] = p.MiB
+		peak = max(peak, p.MiB)
+	}
+	slices.Sort(v)
+	return v[len(v)/2], peak
 }
