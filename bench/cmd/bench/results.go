@@ -126,7 +126,7 @@ type Drain struct {
 	Inflight          []InflightPoint `json:"inflight,omitempty"`
 	InflightMedianMiB float64         `json:"inflight_median_mib,omitempty"`
 	InflightPeakMiB   float64         `json:"inflight_peak_mib,omitempty"`
-	Error        string         `json:"error,omitempty"`
+	Error             string          `json:"error,omitempty"`
 }
 
 // Stats are latency percentiles in milliseconds.
