@@ -12,7 +12,8 @@ import (
 // the compatibility check use. The producer is tuned the way Kafka's and
 // Debezium's throughput advice goes, and matched to walrelay where walrelay
 // has a setting: lz4, idempotent, acks=all, up to 5 requests in flight,
-// 64 MiB of buffer (walrelay's --max-inflight-bytes), 512 KiB batches,
+// 64 MiB of buffer (walrelay's --max-inflight-bytes until 2026-12-05; more
+// than its 16 MiB now, which can only help Debezium), 512 KiB batches,
 // linger.ms=5 (the Java client's default since Kafka 4.0).
 // offsetFlush is how often offsets are committed, and so how often Debezium
 // confirms the slot (walrelay: --status-interval).
