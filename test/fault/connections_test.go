@@ -204,6 +204,9 @@ func kafkaConnectionCuts(t *testing.T, m mode) {
 	if rep.Duplicates != 0 {
 		t.Errorf("%d duplicates: the idempotent producer should have retried the cut requests without writing twice", rep.Duplicates)
 	}
+	if len(appended) == 0 {
+		t.Errorf("no produce request cut after had a batch appended by the broker: no acknowledgement of appended records was lost, which the test is for")
+	}
 	t.Logf("FIGURES cuts=%d proxy_conns=%d proxy_cuts=%d produce_requests=%d events=%d duplicates=%d acks_lost_of_appended_batches=%d",
 		cuts, conns, made, seen["produce"], rep.Events, rep.Duplicates, len(appended))
 	t.Logf("batches appended by the broker whose acknowledgement was cut: %v", appended)
@@ -211,12 +214,13 @@ func kafkaConnectionCuts(t *testing.T, m mode) {
 
 // cutAfterProduce cuts the connection right after a produce request
 // reached the broker and keeps walrelay from the broker until the broker
-// shows it appended every batch of that request: for each, the partition
-// holds at least first sequence + records of the batch's producer id and
-// epoch (an idempotent producer numbers a partition's records from 0 per
-// epoch, and the broker takes them only in sequence). So the retry that
-// follows is of a batch the broker already has, and it must not be written
-// twice. It returns the batches, as topic/partition@sequence+records.
+// shows it appended every batch of that request (or appendWait passed): for
+// each, the partition holds at least first sequence + records of the
+// batch's producer id and epoch (an idempotent producer numbers a
+// partition's records from 0 per epoch, and the broker takes them only in
+// sequence). So the retry that follows is of a batch the broker already
+// has, and it must not be written twice. It returns the batches seen
+// appended, as topic/partition@sequence+records.
 func cutAfterProduce(t *testing.T, e *harness.Env, proxy *harness.Proxy) []string {
 	t.Helper()
 	var req []byte
@@ -243,6 +247,7 @@ func cutAfterProduce(t *testing.T, e *harness.Env, proxy *harness.Proxy) []strin
 	}
 	names := topicNames(t, e)
 	var out []string
+	deadline := time.Now().Add(appendWait)
 	for _, b := range batches {
 		topic := b.Topic
 		if topic == "" {
@@ -252,21 +257,37 @@ func cutAfterProduce(t *testing.T, e *harness.Env, proxy *harness.Proxy) []strin
 			t.Fatalf("cut-after-produce: the broker has no topic with id %x", b.TopicID)
 		}
 		want := int64(b.FirstSequence) + int64(b.Records)
-		var got int64
-		harness.WaitFor(t, time.Minute, fmt.Sprintf("the broker to append the cut batch of %s/%d (producer %d epoch %d, records %d..%d)",
-			topic, b.Partition, b.ProducerID, b.ProducerEpoch, b.FirstSequence, want-1), func() bool {
-			got = 0
+		for {
+			var got int64
 			for _, r := range e.Bed.ConsumeAll(t, []string{topic}, 0) {
 				if r.Partition == b.Partition && r.ProducerID == b.ProducerID && r.ProducerEpoch == b.ProducerEpoch {
 					got++
 				}
 			}
-			return got >= want
-		})
-		out = append(out, fmt.Sprintf("%s/%d@%d+%d", topic, b.Partition, b.FirstSequence, b.Records))
+			if got >= want {
+				out = append(out, fmt.Sprintf("%s/%d@%d+%d", topic, b.Partition, b.FirstSequence, b.Records))
+				break
+			}
+			// N.B. a broker may also refuse a batch it was sent, and its
+			// answer is cut with the rest: the test cannot see why. Such a
+			// batch is retried as after a plain cut, and the end of the
+			// test checks that nothing was lost or written twice. (A CI
+			// simulation saw the first batch of a new Kafka transaction,
+			// records 0..1 of epoch 70, not appended within a minute.)
+			if time.Now().After(deadline) {
+				t.Logf("cut-after-produce: the broker did not append the cut batch of %s/%d (producer %d epoch %d, records %d..%d, %d seen) within %s: retried as after a plain cut",
+					topic, b.Partition, b.ProducerID, b.ProducerEpoch, b.FirstSequence, want-1, got, appendWait)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	return out
 }
+
+// appendWait is how long cutAfterProduce waits for the broker to append
+// the batches of the produce request it cut after.
+const appendWait = 30 * time.Second
 
 // topicNames maps the broker's topic ids to names.
 func topicNames(t *testing.T, e *harness.Env) map[[16]byte]string {
