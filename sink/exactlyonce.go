@@ -427,7 +427,7 @@ func (s *Sink) baseOpts() []kgo.Opt {
 	return append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ClientID(s.cfg.ClientID),
-		kgo.WithLogger(zapLogger{s.log.Named("kgo")}),
+		kgo.WithLogger(zapLogger{l: s.log.Named("kgo")}),
 	}, s.cfg.Opts...)
 }
 

@@ -151,6 +151,7 @@ func (s *Sink) produceAndWait(ctx context.Context, r *kgo.Record) error {
 	h := s.clock.open()
 	h.pending.Add(1)
 	done := make(chan error, 1)
+	r.Context = s.held
 	s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 		h.pending.Add(-1)
 		done <- err

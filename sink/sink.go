@@ -273,12 +273,13 @@ type Sink struct {
 	h, last    *handoff // the open handoff; the last one sealed
 	hn         int      // records in h (or last)
 	handoffAge time.Duration
-	isoThrough pglogrepl.LSN   // isolating the transactions up to this commit LSN
-	isoTopics  map[string]bool // of these topics; nil when not isolating
-	fresh      bool            // the part being produced has a topic's first records
-	lingering  bool            // records were produced since the last send
-	rate       rate.Meter      // transaction parts produced, for Send
-	flushDone  chan struct{}   // closed when sendLingering's flush has ended
+	isoThrough pglogrepl.LSN                   // isolating the transactions up to this commit LSN
+	isoTopics  map[string]bool                 // of these topics; nil when not isolating
+	isolating  atomic.Pointer[map[string]bool] // isoTopics, for batchFailed
+	fresh      bool                            // the part being produced has a topic's first records
+	lingering  bool                            // records were produced since the last send
+	rate       rate.Meter                      // transaction parts produced, for Send
+	flushDone  chan struct{}                   // closed when sendLingering's flush has ended
 
 	iso        *Isolation
 	lastCommit atomic.Uint64 // commit LSN of the newest transaction begun
@@ -287,6 +288,23 @@ type Sink struct {
 	errOnce   sync.Once
 	err       error
 	closeOnce sync.Once
+
+	// held is the Context of every record the sink produces: once it is
+	// done, the client fails a batch that starts with such a record
+	// instead of sending it. hold ends it when a record has finally
+	// failed, and franz-go's logger ends it the moment Kafka fails a
+	// batch, before the sink hears of it.
+	//
+	// N.B. franz-go fails the rejected batch with every record buffered
+	// to its partition, under the partition's lock, and then goes on:
+	// a record handed to that partition before the promise reaches the
+	// sink starts a new batch, which the broker writes ahead of the
+	// rejected records (a later transaction's record went ahead of 40
+	// in a CI run of TestTopicLimitLoweredWhileRunning). The client logs
+	// the failure under that lock, before it fails the records, so no
+	// record buffered after them is sent.
+	held context.Context
+	hold context.CancelFunc
 }
 
 // New builds a client; it does not connect until Ping or Produce.
@@ -297,10 +315,14 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	cfg = cfg.withDefaults()
 	log = log.Named("sink")
 	limits := &topicLimits{def: cfg.MaxMessageBytes}
+	held, hold := context.WithCancel(context.Background())
+	var s *Sink
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
-		kgo.WithLogger(zapLogger{log.Named("kgo")}),
+		// N.B. the logger holds back every record once Kafka has failed
+		// a batch (see held).
+		kgo.WithLogger(zapLogger{l: log.Named("kgo"), batchFailed: func(topic string) { s.batchFailed(topic) }}),
 		// N.B. acks from all in-sync replicas and idempotent writes (the
 		// franz-go default, never disabled here): a retried batch is written
 		// once and in order.
@@ -344,9 +366,10 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	opts = append(opts, cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		hold()
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	s := &Sink{
+	s = &Sink{
 		cfg:        cfg,
 		log:        log,
 		cl:         cl,
@@ -356,6 +379,8 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		known:      make(map[string]int32),
 		partitions: make(map[string]int32),
 		failed:     make(chan struct{}),
+		held:       held,
+		hold:       hold,
 		closing:    make(chan struct{}),
 		budget:     budget.New(int64(cfg.MaxInflightBytes)),
 		limits:     limits,
@@ -376,6 +401,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	}
 	if through, topics := s.iso.snapshot(); topics != nil {
 		s.isoThrough, s.isoTopics = through, topics
+		s.isolating.Store(&topics)
 		log.Warn("kafka rejected a record batch: producing the records of its topics one at a time, to find the record at fault",
 			zap.Strings("topics", slices.Sorted(maps.Keys(topics))), zap.Stringer("through_commit_lsn", through))
 	}
@@ -456,7 +482,19 @@ func (s *Sink) Err() error {
 	}
 }
 
+// batchFailed is called by the client's logger when Kafka has failed a
+// batch of topic, before the client fails its records (held). A record
+// isolated is produced alone and waited for: its rejection holds nothing
+// back, and the records of other topics go on.
+func (s *Sink) batchFailed(topic string) {
+	if m := s.isolating.Load(); m != nil && (*m)[topic] {
+		return
+	}
+	s.hold()
+}
+
 func (s *Sink) fail(err error) {
+	s.hold()
 	s.errOnce.Do(func() {
 		s.err = err
 		close(s.failed)
@@ -495,6 +533,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 			s.iso.finish(s.isoThrough)
 			s.log.Info("isolation done: producing in batches again", zap.Stringer("through_commit_lsn", s.isoThrough))
 			s.isoThrough, s.isoTopics = 0, nil
+			s.isolating.Store(nil)
 		}
 		s.cur = s.tr.Begin(tx.CommitLSN)
 		s.lastCommit.Store(uint64(tx.CommitLSN))
@@ -542,6 +581,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 			r.Value = ev.Value
 			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 			r.Timestamp = tx.CommitTime
+			r.Context = s.held
 			if why := refused[r.Topic]; why != nil {
 				if a, err = s.refuseRecord(ctx, tx, r, why, a, meta); err != nil {
 					return err
@@ -785,6 +825,7 @@ func (s *Sink) produceDeadLetter(ctx context.Context, dl *kgo.Record, a *txAcks,
 		return nil, err
 	}
 	s.cur.Add(1)
+	dl.Context = s.held
 	s.cl.Produce(ctx, dl, a.deadLettered)
 	return a, nil
 }
@@ -983,22 +1024,46 @@ func (s *Sink) Close() {
 			s.abortOpen()
 		}
 		s.cl.Close()
+		s.hold()
 	})
 }
 
 // zapLogger adapts zap to franz-go's logger.
-type zapLogger struct{ l *zap.Logger }
+type zapLogger struct {
+	l *zap.Logger
+	// batchFailed, if set, is called with the topic when the client logs
+	// that Kafka failed a batch: franz-go does so holding the partition's
+	// lock, before it fails the batch's records (Sink.held).
+	batchFailed func(topic string)
+}
+
+// batchFailedMsg is what franz-go (v1.22) logs, at info, when a batch in a
+// produce response finally failed; TestNothingWrittenAfterARejectedBatch
+// pins it.
+const batchFailedMsg = "batch in a produce request failed"
 
 func (z zapLogger) Level() kgo.LogLevel {
 	// franz-go's info lines (connections, metadata) go to debug.
-	if z.l.Core().Enabled(zap.DebugLevel) {
+	switch {
+	case z.l.Core().Enabled(zap.DebugLevel):
 		return kgo.LogLevelDebug
+	case z.batchFailed != nil:
+		return kgo.LogLevelInfo
 	}
 	return kgo.LogLevelWarn
 }
 
 func (z zapLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	if level >= kgo.LogLevelInfo && (msg == "flushing" || msg == "flushed") {
+	if msg == batchFailedMsg && z.batchFailed != nil {
+		topic := ""
+		for i := 0; i+1 < len(keyvals); i += 2 {
+			if k, _ := keyvals[i].(string); k == "topic" {
+				topic, _ = keyvals[i+1].(string)
+			}
+		}
+		z.batchFailed(topic)
+	}
+	if level >= kgo.LogLevelInfo && (msg == "flushing" || msg == "flushed" || !z.l.Core().Enabled(zap.DebugLevel)) {
 		return // N.B. Send and sendLingering flush often
 	}
 	fields := make([]zap.Field, 0, len(keyvals)/2)
