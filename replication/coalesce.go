@@ -114,8 +114,8 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 }
 
 // coalesceReads wraps the connections pc dials in a coalescingConn (which
-// waits only when wait > 0, and only while the stream is busy) and passes
-// each to dialed.
+// waits only when wait > 0, only over TCP, and only while the stream is
+// busy) and passes each to dialed.
 func coalesceReads(pc *pgconn.Config, wait time.Duration, dialed func(*coalescingConn)) {
 	dial := pc.DialFunc
 	pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -123,7 +123,18 @@ func coalesceReads(pc *pgconn.Config, wait time.Duration, dialed func(*coalescin
 		if err != nil {
 			return nil, err
 		}
-		cc := &coalescingConn{Conn: c, wait: wait, busy: rate.PerWait(waitWorth, wait)}
+		w := wait
+		if _, ok := c.(*net.TCPConn); !ok {
+			// N.B. over a Unix socket what the walsender writes during
+			// a wait has only its send buffer to go to (208 KiB on the
+			// bench machine, each small write counted with its
+			// overhead), not a TCP receive window: it blocks within the
+			// wait. A million-row drain took 24-25 s with --pg-read-wait
+			// 1ms against 12.5-13 s reading at once
+			// (bench/results/2026-12-05-vm-unix-socket.md).
+			w = 0
+		}
+		cc := &coalescingConn{Conn: c, wait: w, busy: rate.PerWait(waitWorth, w)}
 		if dialed != nil {
 			dialed(cc)
 		}

@@ -2,11 +2,15 @@ package replication
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/internal/rate"
 )
@@ -211,4 +215,73 @@ func TestCoalescingConnReadsTheSocketInLargeChunks(t *testing.T) {
 		t.Errorf("%d reads of the socket for %d reads of 8 KiB: want fewer, the socket read in chunks of %d", counted.reads, calls, readBytes)
 	}
 	t.Logf("%d reads of the socket for %d bytes read 8 KiB at a time", counted.reads, total)
+}
+
+// TestCoalesceReadsWaitsOnlyOverTCP: the connections coalesceReads dials
+// wait after a read that emptied the socket of a busy stream over TCP, and
+// never over a Unix socket, whose small send buffer would block the
+// walsender within the wait.
+func TestCoalesceReadsWaitsOnlyOverTCP(t *testing.T) {
+	for _, network := range []string{"tcp", "unix"} {
+		t.Run(network, func(t *testing.T) {
+			addr := "127.0.0.1:0"
+			if network == "unix" {
+				addr = filepath.Join(t.TempDir(), ".s.PGSQL.5432")
+			}
+			ln, err := net.Listen(network, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					close(accepted)
+					return
+				}
+				accepted <- c
+			}()
+			var d net.Dialer
+			pc := &pgconn.Config{DialFunc: d.DialContext}
+			var cc *coalescingConn
+			coalesceReads(pc, time.Millisecond, func(c *coalescingConn) { cc = c })
+			client, err := pc.DialFunc(context.Background(), network, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			server := <-accepted
+			if server == nil {
+				t.Fatal("accept failed")
+			}
+			defer server.Close()
+			waits := 0
+			cc.sleep = func(d time.Duration) {
+				waits++
+				time.Sleep(d)
+			}
+			// A busy stream: far more messages than any wait needs.
+			now := time.Now()
+			for range 100_000 {
+				cc.Count(now)
+			}
+			buf := make([]byte, 4096)
+			for i := range 2 {
+				msg := fmt.Sprintf("message %d", i)
+				if _, err := server.Write([]byte(msg)); err != nil {
+					t.Fatal(err)
+				}
+				client.SetReadDeadline(time.Now().Add(30 * time.Second))
+				n, err := client.Read(buf)
+				if err != nil || string(buf[:n]) != msg {
+					t.Fatalf("read %d: %q, %v", i, buf[:n], err)
+				}
+			}
+			want := map[string]int{"tcp": 1, "unix": 0}[network]
+			if waits != want {
+				t.Errorf("the second read of a busy stream over %s waited %d times, want %d", network, waits, want)
+			}
+		})
+	}
 }

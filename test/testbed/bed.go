@@ -262,6 +262,16 @@ func (b *Bed) LockPath() string {
 // PGURL returns a superuser DSN for the database postgres.
 func (b *Bed) PGURL() string { return b.pgURL }
 
+// PGSocketDir returns the directory of the bed's PostgreSQL Unix socket
+// (the server's unix_socket_directories); "" when the bed does not manage
+// its PostgreSQL.
+func (b *Bed) PGSocketDir() string {
+	if b.pg == nil {
+		return ""
+	}
+	return b.pg.SocketDir
+}
+
 // Brokers returns the Kafka bootstrap brokers.
 func (b *Bed) Brokers() []string { return append([]string(nil), b.brokers...) }
 
