@@ -18,7 +18,15 @@ import (
 // tcpPair returns both ends of a loopback TCP connection.
 func tcpPair(t *testing.T) (client, server net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var d net.Dialer
+	return connPair(t, "tcp", "127.0.0.1:0", d.DialContext)
+}
+
+// connPair listens on addr and returns both ends of a connection that dial
+// makes to it; both are closed when the test ends.
+func connPair(t *testing.T, network, addr string, dial func(context.Context, string, string) (net.Conn, error)) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +40,7 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 		}
 		accepted <- c
 	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
+	client, err = dial(context.Background(), network, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,34 +236,11 @@ func TestCoalesceReadsWaitsOnlyOverTCP(t *testing.T) {
 			if network == "unix" {
 				addr = filepath.Join(t.TempDir(), ".s.PGSQL.5432")
 			}
-			ln, err := net.Listen(network, addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			accepted := make(chan net.Conn, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					close(accepted)
-					return
-				}
-				accepted <- c
-			}()
 			var d net.Dialer
 			pc := &pgconn.Config{DialFunc: d.DialContext}
 			var cc *coalescingConn
 			coalesceReads(pc, time.Millisecond, func(c *coalescingConn) { cc = c })
-			client, err := pc.DialFunc(context.Background(), network, ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer client.Close()
-			server := <-accepted
-			if server == nil {
-				t.Fatal("accept failed")
-			}
-			defer server.Close()
+			client, server := connPair(t, network, addr, pc.DialFunc)
 			waits := 0
 			cc.sleep = func(d time.Duration) {
 				waits++
