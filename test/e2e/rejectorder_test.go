@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,8 +56,8 @@ func (g *promiseGate) finished() int {
 }
 
 // TestNothingWrittenAheadOfARejectedBatch drives the sink against the real
-// broker: Kafka rejects a batch (its topic's max.message.bytes lowered
-// after the sink read it), and the sink hands the partition a later
+// broker: Kafka rejects a batch (its topic's max.message.bytes lowered to
+// 6000 after the sink read it, the records 8 KB), and the sink hands the partition a later
 // transaction's record before it hears of the rejection, its promises held
 // up. franz-go has failed the batch and goes on; the later record must not
 // be written ahead of the rejected ones.
@@ -85,6 +86,8 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 	tr := checkpoint.New(start)
 	s, err := sink.New(sink.Config{
 		Brokers:         e.Bed.Brokers(),
+		CreateTopics:    true,
+		DeadLetterTopic: e.Prefix + ".dlq",
 		Compression:     "none",
 		DeliveryTimeout: time.Minute,
 		MaxMessageBytes: 1 << 20,
@@ -104,7 +107,7 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 		return &decode.Tx{Xid: uint32(lsn), CommitLSN: lsn - 8, EndLSN: lsn, CommitTime: time.Now(), Events: events, First: true, Last: true}
 	}
 	ev := func(topic, id string, pad int) decode.Event {
-		return decode.Event{Table: "public.outbox", Topic: topic, Key: []byte("agg-1"), ID: []byte(id), Value: fmt.Appendf(nil, `{"pad":%q}`, make([]byte, pad))}
+		return decode.Event{Table: "public.outbox", Topic: topic, Key: []byte("agg-1"), ID: []byte(id), Value: fmt.Appendf(nil, `{"pad":%q}`, strings.Repeat("p", pad))}
 	}
 
 	// The sink reads both topics' limits with their first records.
@@ -141,11 +144,11 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 		return errors.Is(err, kerr.MessageTooLarge)
 	})
 
-	// 40 records of ~530 bytes in one transaction: each fits, together
-	// they do not.
+	// N.B. records of 8 KB, within the limit the sink read but not the
+	// broker's: rejected in whatever batches the client gathers.
 	var big []decode.Event
-	for i := range 40 {
-		big = append(big, ev(topic, fmt.Sprint("rejected-", i), 500))
+	for i := range 3 {
+		big = append(big, ev(topic, fmt.Sprint("rejected-", i), 8000))
 	}
 	if err := s.Produce(ctx, txOf(big...)); err != nil {
 		t.Fatal(err)
