@@ -79,7 +79,8 @@ func (i *Isolation) Active() bool {
 
 // isolated reports whether the record of ev goes one at a time.
 func (s *Sink) isolated(tx *decode.Tx, topic string) bool {
-	return s.isoTopics != nil && tx.CommitLSN <= s.isoThrough && s.isoTopics[topic]
+	m := s.isoTopics.Load()
+	return m != nil && tx.CommitLSN <= s.isoThrough && (*m)[topic]
 }
 
 // corruptRetries is how often a lone record that the broker calls corrupt

@@ -274,8 +274,7 @@ type Sink struct {
 	hn         int      // records in h (or last)
 	handoffAge time.Duration
 	isoThrough pglogrepl.LSN                   // isolating the transactions up to this commit LSN
-	isoTopics  map[string]bool                 // of these topics; nil when not isolating
-	isolating  atomic.Pointer[map[string]bool] // isoTopics, for batchFailed
+	isoTopics  atomic.Pointer[map[string]bool] // of these topics; nil when not isolating (read by batchFailed too)
 	fresh      bool                            // the part being produced has a topic's first records
 	lingering  bool                            // records were produced since the last send
 	rate       rate.Meter                      // transaction parts produced, for Send
@@ -400,8 +399,8 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		s.eos = &eos{activate: make(chan struct{})}
 	}
 	if through, topics := s.iso.snapshot(); topics != nil {
-		s.isoThrough, s.isoTopics = through, topics
-		s.isolating.Store(&topics)
+		s.isoThrough = through
+		s.isoTopics.Store(&topics)
 		log.Warn("kafka rejected a record batch: producing the records of its topics one at a time, to find the record at fault",
 			zap.Strings("topics", slices.Sorted(maps.Keys(topics))), zap.Stringer("through_commit_lsn", through))
 	}
@@ -487,7 +486,7 @@ func (s *Sink) Err() error {
 // isolated is produced alone and waited for: its rejection holds nothing
 // back, and the records of other topics go on.
 func (s *Sink) batchFailed(topic string) {
-	if m := s.isolating.Load(); m != nil && (*m)[topic] {
+	if m := s.isoTopics.Load(); m != nil && (*m)[topic] {
 		return
 	}
 	s.hold()
@@ -527,13 +526,13 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		}
 	}
 	if tx.First {
-		if s.isoTopics != nil && tx.CommitLSN > s.isoThrough {
+		if s.isoTopics.Load() != nil && tx.CommitLSN > s.isoThrough {
 			// N.B. every isolated record before this transaction was
 			// acknowledged (or dead-lettered) one at a time.
 			s.iso.finish(s.isoThrough)
 			s.log.Info("isolation done: producing in batches again", zap.Stringer("through_commit_lsn", s.isoThrough))
-			s.isoThrough, s.isoTopics = 0, nil
-			s.isolating.Store(nil)
+			s.isoThrough = 0
+			s.isoTopics.Store(nil)
 		}
 		s.cur = s.tr.Begin(tx.CommitLSN)
 		s.lastCommit.Store(uint64(tx.CommitLSN))

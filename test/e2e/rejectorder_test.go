@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,7 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 	other := e.Prefix + ".other"
 	createTopicWithLimit(t, e, topic, 1048588)
 	createTopicWithLimit(t, e, other, 1048588)
+	c := e.collectRE(t, "^"+regexp.QuoteMeta(topic)+"$")
 
 	gate := &promiseGate{topic: other, watch: topic, entered: make(chan struct{}), release: make(chan struct{})}
 	released := false
@@ -122,10 +124,7 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 	if err := s.Produce(ctx, txOf(ev(topic, "warm", 10))); err != nil {
 		t.Fatal(err)
 	}
-	ends := kadm.NewClient(mustClient(t, e))
-	harness.WaitFor(t, time.Minute, "the first record of "+topic+" to be written", func() bool {
-		return endOffset(ends, topic) == 1
-	})
+	c.WaitFor(1, time.Minute)
 
 	// Lower the limit; the broker is shown to enforce it on a probe.
 	probe := e.Prefix + ".probe"
@@ -178,7 +177,7 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "every record handed to the client to be finished", func() bool {
 		return gate.finished() == handed
 	})
-	for _, r := range readTopic(t, e, topic) {
+	for _, r := range c.ToEnd() {
 		if id, _ := harness.Header(r, "id"); id == "later" {
 			t.Errorf("the record of a later transaction was written (offset %d) while the batch before it was rejected", r.Offset)
 		}
@@ -186,34 +185,4 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 	if got := tr.Watermark(); got >= start+0x300 {
 		t.Errorf("watermark %s passed the rejected transaction", got)
 	}
-}
-
-func endOffset(adm *kadm.Client, topic string) int64 {
-	ends, err := adm.ListEndOffsets(context.Background(), topic)
-	if err != nil {
-		return -1
-	}
-	o, _ := ends.Lookup(topic, 0)
-	return o.Offset
-}
-
-// readTopic reads every record of topic's single partition up to its end.
-func readTopic(t *testing.T, e *env, topic string) []*kgo.Record {
-	t.Helper()
-	end := endOffset(kadm.NewClient(mustClient(t, e)), topic)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var recs []*kgo.Record
-	for int64(len(recs)) < end && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
-	}
-	if int64(len(recs)) != end {
-		t.Fatalf("read %d records of %s, want %d", len(recs), topic, end)
-	}
-	return recs
 }
