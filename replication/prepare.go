@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/internal/pgoutput"
+	"github.com/walrelay/walrelay/internal/preflight"
 )
 
 // Config names the slot and publication to stream. Zero values mean the
@@ -270,14 +271,7 @@ func Prepare(ctx context.Context, cfg Config, log *zap.Logger) (SlotState, error
 }
 
 // Check is the outcome of one preflight check.
-type Check struct {
-	Name string
-	Err  error  // nil: passed
-	Note string // what passing means, e.g. "will be created at start"
-	// Warnings are what passes but should be fixed, each with its fix
-	// (Prepare logs them).
-	Warnings []string
-}
+type Check = preflight.Check
 
 // Preflight runs every check of Prepare without creating anything.
 func Preflight(ctx context.Context, cfg Config, log *zap.Logger) []Check {
