@@ -7,5 +7,6 @@
 // about what is allowed but unprotected, and created topics whose every
 // partition answers on its leader. Invariant: a setting that would send the
 // password in the clear without the user's opt-in is an error, never a
-// warning; a created topic is handed back only once it takes records.
+// warning; given a wait, a created topic is handed back only once every
+// partition answers on its leader.
 package kafkaconn
