@@ -11,9 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/internal/kafkaconn"
 )
 
 // Consumer is one member of a consumer group applying records through an
@@ -366,12 +367,12 @@ func (c *Consumer) ensureTopic(ctx context.Context, topic string) error {
 	if details.Has(topic) && details[topic].Err == nil {
 		return nil
 	}
-	resp, err := adm.CreateTopic(ctx, -1, -1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create dead-letter topic %s (create it, or grant CREATE on it): %w", topic, err)
+	// N.B. no leader wait (0), as before: a dead letter is produced only
+	// when a record fails for good, and the client retries a partition
+	// whose leader is not ready yet.
+	_, err = kafkaconn.CreateTopics(ctx, c.cl, c.log, 0, kafkaconn.Topic{Name: topic, Partitions: -1, ReplicationFactor: -1})
+	if ce := (*kafkaconn.CreateError)(nil); errors.As(err, &ce) {
+		return fmt.Errorf("create dead-letter topic %s (create it, or grant CREATE on it): %w", topic, ce.Err)
 	}
 	c.log.Info("created dead-letter topic", zap.String("topic", topic))
 	return nil

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/internal/topicready"
+	"github.com/walrelay/walrelay/internal/kafkaconn"
 )
 
 // DefaultTopic is Config.Topic's default (flag --checkpoint-topic).
@@ -24,7 +24,10 @@ const DefaultTopic = "walrelay.checkpoints"
 type Config struct {
 	// Brokers are the seed brokers, host:port.
 	Brokers []string
-	// Opts are extra client options (TLS, SASL), applied last.
+	// Kafka is how the marker clients reach Kafka: TLS and SASL
+	// (kafkaconn.Security.Resolve). Default zero: plaintext, no SASL.
+	Kafka kafkaconn.Conn
+	// Opts are extra client options (tests' hooks), applied last.
 	Opts []kgo.Opt
 	// Topic is the compacted topic of the markers. Default DefaultTopic.
 	Topic string
@@ -70,6 +73,8 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Store, error) {
 	if cfg.Topic == "" {
 		cfg.Topic = DefaultTopic
 	}
+	// N.B. TLS and SASL first in Opts, which the reader takes too.
+	cfg.Opts = append(cfg.Kafka.Opts(), cfg.Opts...)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		// N.B. a marker is written only once Kafka's in-sync replicas
@@ -160,18 +165,18 @@ func (s *Store) ensureTopic(ctx context.Context) error {
 		return err // exists, not compacted
 	}
 	policy := "compact"
-	resp, cerr := s.adm.CreateTopic(ctx, 1, s.cfg.ReplicationFactor, map[string]*string{"cleanup.policy": &policy}, s.cfg.Topic)
-	if cerr != nil && !errors.Is(cerr, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", s.cfg.Topic, cerr)
-	}
-	if cerr == nil {
-		s.log.Info("created topic", zap.String("topic", s.cfg.Topic), zap.String("cleanup_policy", policy), zap.Int16("replication_factor", resp.ReplicationFactor))
-		// N.B. the first marker write would otherwise wait out the
-		// client's metadata backoff (5 s) while the leader takes the
-		// partition on.
-		if _, err := topicready.AwaitLeaders(ctx, s.cl, []string{s.cfg.Topic}, time.Minute); err != nil {
-			return err
+	// N.B. the leader wait: the first marker write would otherwise wait
+	// out the client's metadata backoff (5 s) while the leader takes the
+	// partition on.
+	created, cerr := kafkaconn.CreateTopics(ctx, s.cl, s.log, time.Minute, kafkaconn.Topic{Name: s.cfg.Topic, Partitions: 1,
+		ReplicationFactor: s.cfg.ReplicationFactor, Configs: map[string]*string{"cleanup.policy": &policy}})
+	for _, c := range created {
+		if !c.Existed {
+			s.log.Info("created topic", zap.String("topic", s.cfg.Topic), zap.String("cleanup_policy", policy), zap.Int16("replication_factor", c.ReplicationFactor))
 		}
+	}
+	if cerr != nil {
+		return cerr
 	}
 	// N.B. a created topic shows in the metadata of every broker a moment
 	// later: wait for it rather than take it for missing.

@@ -103,7 +103,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 	}
 	mc := cfg.Marker
 	if len(mc.Brokers) == 0 {
-		mc.Brokers, mc.Opts = cfg.Sink.Brokers, cfg.Sink.Opts
+		mc.Brokers, mc.Kafka, mc.Opts = cfg.Sink.Brokers, cfg.Sink.Kafka, cfg.Sink.Opts
 	}
 	r := &Relay{
 		rc:           cfg.Replication.WithDefaults(),

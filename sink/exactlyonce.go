@@ -18,6 +18,7 @@ import (
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/kafkaconn"
 )
 
 // Exactly-once mode (Config.ExactlyOnce, --exactly-once).
@@ -246,12 +247,12 @@ func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {
 			return fmt.Errorf("%w: checkpoint topic %s (create it with cleanup.policy=compact, or run with --create-topics)", ErrTopicMissing, t)
 		}
 		compact := "compact"
-		resp, err := s.adm.CreateTopic(ctx, 1, s.cfg.TopicReplicationFactor, map[string]*string{"cleanup.policy": &compact}, t)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", t, errors.Join(err, errIf(resp.ErrMessage)))
+		created, err := kafkaconn.CreateTopics(ctx, s.cl, s.log, s.cfg.DeliveryTimeout,
+			kafkaconn.Topic{Name: t, Partitions: 1, ReplicationFactor: s.cfg.TopicReplicationFactor, Configs: map[string]*string{"cleanup.policy": &compact}})
+		for _, c := range created {
+			s.log.Info("created checkpoint topic", zap.String("topic", t), zap.Int16("replication_factor", c.ReplicationFactor))
 		}
-		s.log.Info("created checkpoint topic", zap.String("topic", t), zap.Int16("replication_factor", resp.ReplicationFactor))
-		if err := s.awaitLeaders(ctx, []string{t}); err != nil {
+		if err != nil {
 			return err
 		}
 	} else if d.Err != nil {

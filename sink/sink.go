@@ -21,6 +21,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/budget"
+	"github.com/walrelay/walrelay/internal/kafkaconn"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/internal/rate"
 )
@@ -86,7 +87,10 @@ type Config struct {
 	// CreatedTopics counts the topics created for MaxCreatedTopics.
 	// Default nil: the sink's own, which does not outlive it.
 	CreatedTopics *CreatedTopics
-	// Opts are extra client options (TLS, SASL), applied last.
+	// Kafka is how the sink's clients reach Kafka: TLS and SASL
+	// (kafkaconn.Security.Resolve). Default zero: plaintext, no SASL.
+	Kafka kafkaconn.Conn
+	// Opts are extra client options (tests' hooks), applied last.
 	Opts []kgo.Opt
 	// Null acknowledges every event at once without Kafka: a benchmark
 	// option that separates decoding from producing. Never for production.
@@ -362,6 +366,9 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		// and a newer producer of the same id fences this one.
 		opts = append(opts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
+	// N.B. TLS and SASL first in Opts, which every client of the sink
+	// takes (baseOpts).
+	cfg.Opts = append(cfg.Kafka.Opts(), cfg.Opts...)
 	opts = append(opts, cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -946,7 +953,7 @@ func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, miss
 			return fmt.Errorf("list topics: %w", err)
 		}
 	}
-	var created []string
+	var create []kafkaconn.Topic
 	for _, t := range missing {
 		d, ok := details[t]
 		if ok && d.Err == nil {
@@ -959,21 +966,20 @@ func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, miss
 		if !s.cfg.CreateTopics {
 			return fmt.Errorf("%w: %s (create it, or run with --create-topics)", ErrTopicMissing, t)
 		}
-		resp, err := s.adm.CreateTopic(ctx, s.cfg.TopicPartitions, s.cfg.TopicReplicationFactor, nil, t)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", t, errors.Join(err, errIf(resp.ErrMessage)))
-		}
-		s.partitions[t] = s.cfg.TopicPartitions
-		s.log.Info("created topic", zap.String("topic", t),
-			zap.Int32("partitions", s.cfg.TopicPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
-		created = append(created, t)
+		create = append(create, kafkaconn.Topic{Name: t, Partitions: s.cfg.TopicPartitions, ReplicationFactor: s.cfg.TopicReplicationFactor})
 	}
-	if len(created) > 0 {
-		if err := s.awaitLeaders(ctx, created); err != nil {
+	if len(create) > 0 {
+		created, err := kafkaconn.CreateTopics(ctx, s.cl, s.log, s.cfg.DeliveryTimeout, create...)
+		for _, c := range created {
+			s.partitions[c.Name] = s.cfg.TopicPartitions
+			s.log.Info("created topic", zap.String("topic", c.Name),
+				zap.Int32("partitions", s.cfg.TopicPartitions), zap.Int16("replication_factor", c.ReplicationFactor))
+		}
+		if err != nil {
 			return err
 		}
 	}
-	for t, limit := range s.describeLimits(ctx, missing, len(created) > 0) {
+	for t, limit := range s.describeLimits(ctx, missing, len(create) > 0) {
 		if limit < s.cfg.MaxMessageBytes {
 			s.log.Info("topic accepts smaller batches than --kafka-max-message-bytes: capping its batches", zap.String("topic", t), zap.Int32("max_message_bytes", limit))
 		}
@@ -983,13 +989,6 @@ func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, miss
 		s.known[t] = limit
 	}
 	return nil
-}
-
-func errIf(msg string) error {
-	if msg == "" {
-		return nil
-	}
-	return errors.New(msg)
 }
 
 // Flush waits until every produced record is acknowledged or failed; in

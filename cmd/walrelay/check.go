@@ -10,15 +10,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
 )
 
 // checkResult is one line of `walrelay check`: a check's outcome, or why it
@@ -114,7 +112,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		ch.Warnings = append(ch.Warnings, standbyWarnings...)
 		results = append(results, checkResult{Check: ch})
 	}
-	for i, ch := range checkKafka(ctx, cfg, sc.Opts) {
+	for i, ch := range sink.Preflight(ctx, sc, marker.Preflight(mc.Topic, sc.CreateTopics)) {
 		if i == 0 {
 			// N.B. check reports warnings as WARN lines, as Preflight's.
 			ch.Warnings = append(ch.Warnings, cfg.securityWarnings...)
@@ -125,7 +123,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		results = append(results, checkResult{Check: ch})
 	}
 	if cfg.exactlyOnce {
-		for _, ch := range checkExactlyOnce(ctx, cfg, sc) {
+		for _, ch := range sink.PreflightExactlyOnce(ctx, sc) {
 			results = append(results, checkResult{Check: ch})
 		}
 	}
@@ -161,44 +159,6 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "all %d checks passed%s\n", len(results), extra)
 	return exitOK
-}
-
-// checkKafka checks that a broker answers and that the dead-letter topic
-// exists or may be created.
-func checkKafka(ctx context.Context, cfg config, opts []kgo.Opt) []replication.Check {
-	brokers := splitList(cfg.brokers)
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
-	if err != nil {
-		return []replication.Check{{Name: "reach Kafka", Err: err}}
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	meta, err := adm.BrokerMetadata(ctx)
-	if err != nil {
-		return []replication.Check{{Name: "reach Kafka", Err: fmt.Errorf("reach kafka at %s: %w: check --brokers and that the brokers' advertised listeners are reachable from here", cfg.brokers, err)}}
-	}
-	checks := []replication.Check{{Name: "reach Kafka", Note: fmt.Sprintf("%d broker(s), cluster %s", len(meta.Brokers), meta.Cluster)}}
-	cp := replication.Check{Name: "checkpoint topic " + cfg.checkpointTopic}
-	cp.Note, cp.Err = marker.CheckTopic(ctx, adm, cfg.checkpointTopic, cfg.createTopics)
-	checks = append(checks, cp)
-	if cfg.onPoison != "dead-letter" {
-		return checks
-	}
-	topics, err := adm.ListTopics(ctx, cfg.dlqTopic)
-	c := replication.Check{Name: "dead-letter topic " + cfg.dlqTopic}
-	switch d, ok := topics[cfg.dlqTopic]; {
-	case err != nil:
-		c.Err = fmt.Errorf("list topics: %w", err)
-	case ok && d.Err == nil:
-		c.Note = fmt.Sprintf("exists, %d partitions", len(d.Partitions))
-	case ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-		c.Err = d.Err
-	case cfg.createTopics:
-		c.Note = "missing: will be created at start (--create-topics)"
-	default:
-		c.Err = fmt.Errorf("topic %s does not exist and --create-topics is off: create it", cfg.dlqTopic)
-	}
-	return append(checks, c)
 }
 
 // standbyFlag adds --pg-standby-url (check and status).

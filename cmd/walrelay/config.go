@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/kafkaconn"
 	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
@@ -64,7 +64,7 @@ type config struct {
 	dlqTopic        string
 	lagWarnBytes    int64
 	recreateLost    bool
-	kafka           kafkaSecurity
+	kafka           kafkaconn.Security
 	pgURLFile       string
 	exactlyOnce     bool
 	checkpointTopic string
@@ -173,17 +173,17 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	boolVar(fs, &cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
 	fs.Var(&cfg.slotFailover, "slot-failover", "create the slot as a failover slot, synchronized to standbys with sync_replication_slots, and make an existing one such a slot before streaming (PostgreSQL 17+; auto: on 17+, off before; true on an older server is refused)")
 	boolVar(fs, &cfg.recreateMissing, "recreate-missing-slot", false, "create the slot again when it is missing although walrelay streamed from it (dropped, or lost in a failover): events committed since its last confirmed position are LOST; use once, after deciding to accept that gap")
-	boolVar(fs, &cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
-	fs.StringVar(&cfg.kafka.caFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
-	fs.StringVar(&cfg.kafka.certFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
-	fs.StringVar(&cfg.kafka.keyFile, "kafka-tls-key-file", "", "PEM private key of the client certificate")
-	fs.StringVar(&cfg.kafka.serverName, "kafka-tls-server-name", "", "host name to verify in the brokers' certificates (default: the host dialed)")
-	fs.StringVar(&cfg.kafka.mechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL)")
-	fs.StringVar(&cfg.kafka.username, "kafka-sasl-username", "", "SASL user")
-	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
+	boolVar(fs, &cfg.kafka.TLS, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
+	fs.StringVar(&cfg.kafka.CAFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
+	fs.StringVar(&cfg.kafka.CertFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
+	fs.StringVar(&cfg.kafka.KeyFile, "kafka-tls-key-file", "", "PEM private key of the client certificate")
+	fs.StringVar(&cfg.kafka.ServerName, "kafka-tls-server-name", "", "host name to verify in the brokers' certificates (default: the host dialed)")
+	fs.StringVar(&cfg.kafka.Mechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL)")
+	fs.StringVar(&cfg.kafka.Username, "kafka-sasl-username", "", "SASL user")
+	fs.StringVar(&cfg.kafka.PasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
 	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
 	boolVar(fs, &cfg.pgVerifiedTLS, "pg-require-verified-tls", true, "refuse to start (exit 2) when a PostgreSQL host other than loopback (localhost, 127.0.0.0/8, ::1, a socket) is not reached with sslmode=verify-full, in --pg-url and --pg-standby-url; false: connect anyway and log a warning")
-	boolVar(fs, &cfg.kafka.allowPlainWithoutTLS, "kafka-allow-sasl-plain-without-tls", false, "let --kafka-sasl-mechanism PLAIN send the password in the clear when Kafka is reached without --kafka-tls (for a network that protects the connection itself); without it that is refused (exit 2)")
+	boolVar(fs, &cfg.kafka.AllowPlainWithoutTLS, "kafka-allow-sasl-plain-without-tls", false, "let --kafka-sasl-mechanism PLAIN send the password in the clear when Kafka is reached without --kafka-tls (for a network that protects the connection itself); without it that is refused (exit 2)")
 	boolVar(fs, &cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
 	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", marker.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
 	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
@@ -431,14 +431,14 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 	}
 	// N.B. the SASL password comes from the environment or a file, never
 	// from a flag, so that it never shows in a process list.
-	c.kafka.password = os.Getenv(envName("kafka-sasl-password"))
-	var kafkaOpts []kgo.Opt
+	c.kafka.Password = os.Getenv(envName("kafka-sasl-password"))
+	var kafkaConn kafkaconn.Conn
 	if !c.noKafka {
-		opts, warnings, err := c.kafka.options()
+		conn, warnings, err := c.kafka.Resolve()
 		if err != nil {
 			errs = append(errs, err)
 		}
-		kafkaOpts = opts
+		kafkaConn = conn
 		c.securityWarnings = append(c.securityWarnings, warnings...)
 	}
 	// N.B. 0 is refused here rather than read as "the default": the
@@ -525,7 +525,7 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		Null:                   c.benchNullSink,
 		OnPoison:               c.onPoison,
 		DeadLetterTopic:        c.dlqTopic,
-		Opts:                   kafkaOpts,
+		Kafka:                  kafkaConn,
 		ExactlyOnce:            c.exactlyOnce,
 		CheckpointTopic:        c.checkpointTopic,
 		TransactionalID:        c.txnID,
@@ -655,7 +655,7 @@ func (c *command) pipeline() pipeline.Config {
 // markerConfig is where the slot markers are kept: the sink's Kafka, the
 // --checkpoint-topic.
 func (c *command) markerConfig() marker.Config {
-	return marker.Config{Brokers: c.sc.Brokers, Opts: c.sc.Opts, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
+	return marker.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
 		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
 }
 

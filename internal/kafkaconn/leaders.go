@@ -1,12 +1,4 @@
-// Package topicready waits until a topic walrelay just created takes
-// records: every partition answers on its leader.
-//
-// Input: a franz-go client and the names of topics just created. Output:
-// nil once each partition answered ListOffsets on its leader, or the error
-// of the last try when the time given passes. Invariant: read-only; each
-// request goes once to one broker (no client retries), so a partition not
-// ready yet is asked again at once rather than after the client's backoff.
-package topicready
+package kafkaconn
 
 import (
 	"context"
@@ -25,7 +17,9 @@ var errNoLeader = errors.New("no leader yet")
 
 // AwaitLeaders waits until every partition of topics, just created, answers
 // on its leader, and returns how many tries that took; an error only when
-// ctx ends or timeout passes first.
+// ctx ends or timeout passes first. It only reads; each request goes once to
+// one broker (no client retries), so a partition not ready yet is asked
+// again at once rather than after the client's backoff.
 //
 // N.B. CreateTopics returns once the controller has recorded the topic; the
 // leaders take their partitions on afterwards. A record handed to the client
