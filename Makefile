@@ -1,4 +1,4 @@
-# walrelay — see README.md "Develop".
+# walrelay — see docs/development.md.
 
 GO ?= go
 
@@ -99,7 +99,7 @@ alerts:
 # from the Go module proxy). Needs vuln.go.dev, or GOVULNDB=URL of a mirror;
 # where neither is reachable it checks against the snapshot of
 # golang.org/x/vulndb pinned in test/tools.sh and says so (test/vuln.sh).
-# Exit 3: vulnerable code is called (README, "Dependencies").
+# Exit 3: vulnerable code is called (docs/security.md, "Dependencies").
 vuln:
 	GO=$(GO) test/vuln.sh
 
@@ -112,8 +112,8 @@ lint:
 clean:
 	rm -rf bin
 
-# The container image without a container engine (README.md, "Container
-# image"): the static binary built as the Dockerfile builds it, on an empty
+# The container image without a container engine (docs/deploy.md, "The
+# container image"): the static binary built as the Dockerfile builds it, on an empty
 # base laid out by tools/image (its own module: go-containerregistry), written
 # as an OCI image layout in one tar (with a docker load manifest.json). The
 # same commit, Go toolchain and CA bundle give the same bytes: every time

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,7 +76,7 @@ func TestInitSQLCreatesTheTestsOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !ordersExists {
-		t.Error("init.sql creates no orders table (the README's sample business table)")
+		t.Error("init.sql creates no orders table (docs/deploy.md's sample business table)")
 	}
 
 	pub := initSQLPublication(t)
@@ -105,7 +106,7 @@ func publication(t testing.TB, b *testbed.Bed, dsn, pub string) string {
 	return fmt.Sprintf("insert=%v update=%v delete=%v truncate=%v via_root=%v tables=%s", ins, upd, del, trunc, viaRoot, tables)
 }
 
-// placeOrderSQL is the README's sample write ("Run with Docker Compose"): a
+// placeOrderSQL is docs/deploy.md's sample write ("Run with Docker Compose"): a
 // business row and its outbox row in one statement, so one transaction.
 const placeOrderSQL = `WITH o AS (
   INSERT INTO orders (customer, total) VALUES ('alice', 42.50)
@@ -115,6 +116,18 @@ INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
 SELECT gen_random_uuid(), 'order', o.id::text, 'OrderCreated',
        jsonb_build_object('orderId', o.id, 'customer', o.customer, 'total', o.total)
 FROM o;`
+
+// TestDocsSampleWrite: the sample write TestComposeSetupStreams runs is the
+// one docs/deploy.md shows.
+func TestDocsSampleWrite(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), placeOrderSQL) {
+		t.Errorf("docs/deploy.md (\"Run with Docker Compose\") does not show the sample write the test runs:\n%s", placeOrderSQL)
+	}
+}
 
 // relayProc is a walrelay process started by a test.
 type relayProc struct {
@@ -299,7 +312,7 @@ func header(r *kgo.Record, key string) (string, bool) {
 }
 
 // TestComposeSetupStreams runs walrelay the way docker-compose.yml does (its
-// WALRELAY_* environment, init.sql, the README's sample write), against the
+// WALRELAY_* environment, init.sql, docs/deploy.md's sample write), against the
 // test bed instead of the compose services: the probes the compose file and
 // the Kubernetes manifest use answer on the paths they use, the health check
 // command passes, the record arrives, and a second instance on the same slot
@@ -336,7 +349,7 @@ func TestComposeSetupStreams(t *testing.T) {
 		}
 	}
 
-	// The README's sample write, on a topic of this test's own.
+	// docs/deploy.md's sample write, on a topic of this test's own.
 	aggType := "order_" + uniq
 	topic := "outbox.event." + aggType
 	b.Exec(t, dsn, strings.Replace(placeOrderSQL, "'order'", "'"+aggType+"'", 1))

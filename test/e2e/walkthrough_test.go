@@ -124,6 +124,13 @@ func matchOutput(want, got string) error {
 func TestReadmeWalkthrough(t *testing.T) {
 	t.Parallel()
 	steps := walkthroughSteps(t)
+	// N.B. the blocks run psql and kcat as a reader would: without one, a
+	// block that retries until it succeeds would wait for its timeout.
+	for _, tool := range [][2]string{{"psql", "postgresql-client"}, {"kcat", "kcat"}} {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			t.Fatalf("the walk-through runs %s, which is not in PATH: apt-get install -y %s", tool[0], tool[1])
+		}
+	}
 	// N.B. servers of its own: the walk-through creates the role walrelay
 	// and writes to outbox.event.order, which are cluster-wide.
 	b := testbed.StartForTest(t, testbed.Options{PG: true, Kafka: true, KafkaHeapMB: 512})
