@@ -318,7 +318,11 @@ type Event struct {
 	// column dropped for its size (DroppedColumn, DroppedBytes). Key and ID
 	// are set if they were read before the error; Value and Headers are
 	// nil.
-	Err           error
+	Err error
+	// Reason is set with Err: the class of Err (Reason(Err)) that the
+	// dead-letter record's walrelay.error.class header and the dead-letter
+	// metric name.
+	Reason        string
 	Row           []Field
 	DroppedColumn string
 	DroppedBytes  int
@@ -1098,7 +1102,7 @@ func kindName(k byte) string {
 // out of the message. N.B. the id and key get an allocation of their own:
 // the dead-letter record keeps them, and they must not keep the row alive.
 func poisonEvent(rel *relation, cols []pgoutput.TupleCol, id, key []byte, err error, drop int) Event {
-	ev := Event{Table: rel.qualified, Err: err}
+	ev := Event{Table: rel.qualified, Err: err, Reason: Reason(err)}
 	buf := grow(len(id) + len(key))
 	off := 0
 	ev.ID, off = put(buf, off, id)
