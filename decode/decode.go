@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/decode/connect"
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
@@ -217,19 +218,19 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.TopicRegex != "" {
-		if _, err := compileTopicRegex(c.TopicRegex, c.Topic); err != nil {
+		if _, err := connect.CompileRegexRouter(c.TopicRegex, c.Topic); err != nil {
 			errs = append(errs, err)
 		}
 	} else if _, err := ParseTemplate(c.Topic); err != nil {
 		errs = append(errs, err)
 	}
-	if !validFormat(c.KeyFormat) {
-		errs = append(errs, fmt.Errorf("key format %q: want %s", c.KeyFormat, strings.Join(formats[:3], ", ")))
+	if !connect.ValidFormat(c.KeyFormat) {
+		errs = append(errs, fmt.Errorf("key format %q: want %s", c.KeyFormat, strings.Join(connect.Formats()[:3], ", ")))
 	} else if c.KeyFormat == FormatBytes {
-		errs = append(errs, fmt.Errorf("key format %q: the key column is text or an integer; want %s", c.KeyFormat, strings.Join(formats[:3], ", ")))
+		errs = append(errs, fmt.Errorf("key format %q: the key column is text or an integer; want %s", c.KeyFormat, strings.Join(connect.Formats()[:3], ", ")))
 	}
-	if !validFormat(c.ValueFormat) {
-		errs = append(errs, fmt.Errorf("value format %q: want %s", c.ValueFormat, strings.Join(formats, ", ")))
+	if !connect.ValidFormat(c.ValueFormat) {
+		errs = append(errs, fmt.Errorf("value format %q: want %s", c.ValueFormat, strings.Join(connect.Formats(), ", ")))
 	}
 	if len(c.EnvelopeFields) > 0 && c.ValueFormat != FormatJSON && c.ValueFormat != FormatJSONSchema {
 		errs = append(errs, fmt.Errorf("envelope fields need value format %s or %s (JsonConverter), not %q", FormatJSON, FormatJSONSchema, c.ValueFormat))
@@ -433,7 +434,7 @@ type Decoder struct {
 	bytes int
 	cols  []pgoutput.TupleCol
 	buf   []byte
-	re    *topicRegex
+	re    *connect.RegexRouter
 	// Scratch for the json formats: the key, the value, a bytea's bytes.
 	kbuf, vbuf, tmp []byte
 	msg             messageSource // Config.Messages (message.go)
@@ -459,7 +460,7 @@ func New(cfg Config, log *zap.Logger) (*Decoder, error) {
 		relations: make(map[uint32]*relation),
 	}
 	if cfg.TopicRegex != "" {
-		d.re, _ = compileTopicRegex(cfg.TopicRegex, cfg.Topic)
+		d.re, _ = connect.CompileRegexRouter(cfg.TopicRegex, cfg.Topic)
 		d.template = Template{src: cfg.Topic, parts: []templatePart{{column: cfg.RouteColumn}}}
 	}
 	for _, t := range cfg.Tables {
@@ -894,7 +895,7 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 	// N.B. the router's tombstone test: a NULL payload, or a text one
 	// that Java's trim() empties (a bytea's ByteBuffer never prints
 	// empty).
-	tomb := d.cfg.TombstoneOnEmptyPayload && (p.Kind == pgoutput.KindNull || !rel.payloadBytea && javaBlank(p.Data))
+	tomb := d.cfg.TombstoneOnEmptyPayload && (p.Kind == pgoutput.KindNull || !rel.payloadBytea && connect.JavaBlank(p.Data))
 	var value []byte // the value in a json format, in d.vbuf
 	var valueLen int
 	switch {
@@ -1070,7 +1071,7 @@ func (d *Decoder) topic(rel *relation, cols []pgoutput.TupleCol) (string, error)
 	}
 	name := string(buf)
 	if d.re != nil {
-		name = string(d.re.appendTopic(nil, buf))
+		name = string(d.re.AppendTopic(nil, buf))
 	}
 	if err := ValidTopic(name); err != nil {
 		err = fmt.Errorf("%w: template %q gives %w", ErrInvalidTopic, d.template.String(), err)
