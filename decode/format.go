@@ -7,27 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/walrelay/walrelay/decode/connect"
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
-
-// Record formats (connect.FormatString and so on): the Kafka Connect
-// converter walrelay writes keys and values as.
-const (
-	FormatString     = connect.FormatString
-	FormatJSON       = connect.FormatJSON
-	FormatJSONSchema = connect.FormatJSONSchema
-	FormatBytes      = connect.FormatBytes
-)
-
-// EnvelopeField puts column Column into the value as field Alias (the
-// router's table.fields.additional.placement=column:envelope:alias).
-type EnvelopeField struct {
-	Column string
-	Alias  string
-}
 
 // schemaOf is the JSON schema Kafka's JsonConverter writes for a column
 // Debezium maps from type oid (type, optional, name, version in this
@@ -240,79 +223,6 @@ func (d *Decoder) encodeValue(rel *relation, cols []pgoutput.TupleCol) ([]byte, 
 	return d.vbuf, nil
 }
 
-// CheckFormatType returns an error wrapping ErrUnsupportedType when the
-// record formats of c cannot take a column of type oid as the column flag
-// names (a bytes value needs a bytea payload): the check at start, with
-// CheckColumnType; the decoder makes the same check per relation.
-func (c Config) CheckFormatType(flag string, oid uint32) error {
-	c = c.withDefaults()
-	if flag == "--payload-column" && c.ValueFormat == FormatBytes && oid != oidBytea {
-		return fmt.Errorf("%w: --value-converter %s (ByteArrayConverter) takes a bytea payload only; use string or json for this payload, or make it bytea", ErrUnsupportedType, FormatBytes)
-	}
-	return nil
-}
-
-// ErrNullability is wrapped when a column's NOT NULL and
-// Config.NullableColumns disagree where a json-schema format writes it.
-var ErrNullability = errors.New("nullability differs from the catalog")
-
-// CheckNullable returns an error wrapping ErrNullability when the
-// json-schema format would write column's "optional" (from
-// NullableColumns) other than Debezium does (from the catalog: notNull),
-// for the key and the payload column (flag --key-column or
-// --payload-column).
-func (c Config) CheckNullable(column, flag string, notNull bool) error {
-	c = c.withDefaults()
-	if !(flag == "--key-column" && c.KeyFormat == FormatJSONSchema || (flag == "--payload-column" || flag == "--envelope-columns") && c.ValueFormat == FormatJSONSchema) {
-		return nil
-	}
-	listed := slices.Contains(c.NullableColumns, column)
-	switch {
-	case listed && notNull:
-		return fmt.Errorf("%w: it is NOT NULL, but --nullable-columns names it, so json-schema would write \"optional\":true where Debezium writes false: take %s out of --nullable-columns", ErrNullability, column)
-	case !listed && !notNull:
-		return fmt.Errorf("%w: it may be NULL (no NOT NULL), but --nullable-columns does not name it, so json-schema would write \"optional\":false where Debezium writes true: add %s to --nullable-columns", ErrNullability, column)
-	}
-	return nil
-}
-
-// MappedColumns returns each column the configuration names, with the
-// flag that names it.
-func MappedColumns(c Config) (map[string]string, error) {
-	c = c.withDefaults()
-	want := map[string]string{c.IDColumn: "--id-column", c.KeyColumn: "--key-column", c.PayloadColumn: "--payload-column"}
-	for _, h := range c.HeaderColumns {
-		want[h.Column] = "--header-columns"
-	}
-	for _, f := range c.EnvelopeFields {
-		want[f.Column] = "--envelope-columns"
-	}
-	if c.PartitionColumn != "" {
-		want[c.PartitionColumn] = "--partition-column"
-	}
-	if c.TimestampColumn != "" {
-		want[c.TimestampColumn] = "--timestamp-column"
-	}
-	if len(c.EnvelopeFields) > 0 && c.ValueFormat == FormatJSONSchema {
-		want[c.RouteColumn] = "--route-column"
-	}
-	if len(c.EnvelopeFields) > 0 && c.SchemaVersionColumn != "" {
-		want[c.SchemaVersionColumn] = "--schema-version-column"
-	}
-	if c.TopicRegex != "" {
-		want[c.RouteColumn] = "--route-column"
-		return want, nil
-	}
-	tmpl, err := ParseTemplate(c.Topic)
-	if err != nil {
-		return nil, err
-	}
-	for _, col := range tmpl.Columns() {
-		want[col] = "--topic"
-	}
-	return want, nil
-}
-
 // maxStructs bounds the envelope struct cache as Debezium's (10000).
 const maxStructs = 10000
 
@@ -358,25 +268,4 @@ func (d *Decoder) appendEnvelopeSchema(b []byte, rel *relation, cols []pgoutput.
 	b = append(b, `{"schema":`...)
 	b = append(b, s...)
 	return append(b, `,"payload":`...)
-}
-
-// ErrDefault is wrapped when a column json-schema writes has a constant
-// default: Debezium writes it into the column's schema ("default"),
-// walrelay does not.
-var ErrDefault = errors.New("constant column default")
-
-// CheckDefault returns an error wrapping ErrDefault when the json-schema
-// format writes the column flag names (key, payload, envelope field) and
-// its default expr is a constant (no function call: 'x'::text, 0), which
-// Debezium shows as the schema's "default". A function's default
-// (gen_random_uuid(), now()) Debezium does not evaluate: no default.
-func (c Config) CheckDefault(flag, expr string) error {
-	c = c.withDefaults()
-	if !(flag == "--key-column" && c.KeyFormat == FormatJSONSchema || (flag == "--payload-column" || flag == "--envelope-columns") && c.ValueFormat == FormatJSONSchema) {
-		return nil
-	}
-	if expr == "" || strings.Contains(expr, "(") {
-		return nil
-	}
-	return fmt.Errorf("%w: it has DEFAULT %s, which Debezium writes into the column's json-schema schema as \"default\" and walrelay does not", ErrDefault, expr)
 }
