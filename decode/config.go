@@ -95,11 +95,11 @@ type Config struct {
 	// router's table.field.event.schema.version); it changes no other
 	// record. Default "": no version.
 	SchemaVersionColumn string
-	// ResolvePartitions holds back each relation that is not an outbox
-	// until the caller says whether it is a partition of one (Unresolved,
-	// Resolve); a change to it before that is an error. Default false:
-	// such a relation is another table.
-	ResolvePartitions bool
+	// ResolvePartitionRoots holds back each relation that is not an outbox
+	// until the caller says whether it is a leaf partition of one, from its
+	// PostgreSQL partition root (Unresolved, Resolve); a change to it before
+	// that is an error. Default false: such a relation is another table.
+	ResolvePartitionRoots bool
 	// Messages makes each transactional logical decoding message
 	// (pg_logical_emit_message(true, MessagePrefix, content)) an event:
 	// its content is a JSON object keyed by the mapped column names

@@ -243,8 +243,8 @@ func (d *Decoder) insert(msg []byte) (*Tx, error) {
 		d.Stats.OtherTables++
 		return nil, nil
 	}
-	if rel.partition != "" && !rel.warned {
-		d.warnPartition(rel)
+	if rel.leaf != "" && !rel.warned {
+		d.warnLeafPartition(rel)
 	}
 	d.Stats.Inserts++
 	return d.add(d.event(rel, d.cols)), nil

@@ -34,11 +34,12 @@ type relation struct {
 	// the struct's fields (the payload's and each placed column's).
 	payloadSchema, envFields string
 
-	// Set with Config.ResolvePartitions (see partition.go): pending until
-	// Resolve; partition names the partition whose rows are this outbox's;
-	// gone is a relation no longer in the catalog; warned once it is logged.
+	// Set with Config.ResolvePartitionRoots (partitionroot.go): pending
+	// until Resolve; leaf names the leaf partition whose rows are this
+	// outbox's; gone is a relation no longer in the catalog; warned once it
+	// is logged.
 	pending, gone, warned bool
-	partition             string
+	leaf                  string
 }
 
 func (d *Decoder) relation(id uint32, err error) (*relation, error) {
@@ -61,7 +62,7 @@ func (d *Decoder) mapRelation(m pgoutput.Relation) *relation {
 }
 
 // mapRelationAs maps relation m as table qualified: itself, or the outbox
-// m is a partition of.
+// m is a leaf partition of.
 func (d *Decoder) mapRelationAs(m pgoutput.Relation, qualified string) *relation {
 	rel := newRelation(qualified, m.Columns)
 	rel.outbox = d.tables[rel.qualified]
