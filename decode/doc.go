@@ -5,9 +5,9 @@
 // Output: one Tx of Events per commit, in commit order (a transaction
 // larger than Config.MaxPartBytes in several parts, the last carrying its
 // end LSN); an event that cannot become a record carries Err and Reason.
-// Invariant: only inserts into an outbox (or a leaf partition of one, which
-// with Config.ResolvePartitionRoots no change is decoded before Resolve
-// says) and, with Config.Messages, transactional messages of
-// Config.MessagePrefix become events, in stream order, each owning its
-// bytes; no I/O, no log per row.
+// Invariant: only inserts into an outbox (or into a leaf partition of one:
+// with Config.ResolvePartitionRoots, no change of another relation is decoded
+// before Resolve says what it is) and, with Config.Messages, transactional
+// messages of Config.MessagePrefix become events, in stream order, each
+// owning its bytes; no I/O, no log per row.
 package decode

@@ -6,6 +6,9 @@ import (
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
+// relation is the decoder's cache entry for one relation (by OID, from its
+// latest Relation message): whether it is an outbox and, if so, where each
+// mapped column is and what the record formats write around it.
 type relation struct {
 	qualified string
 	outbox    bool
