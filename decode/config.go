@@ -78,7 +78,7 @@ type Config struct {
 	TimestampColumn string
 	// ExpandJSONPayload makes a payload whose text starts with '{' or '['
 	// the JSON value itself, as the router's table.expand.json.payload
-	// (expand.go): FormatJSON writes the object, FormatJSONSchema with the
+	// (decode/connect): FormatJSON writes the object, FormatJSONSchema with the
 	// schema Debezium infers from it. FormatJSON and FormatJSONSchema
 	// only; FormatBytes payloads are never expanded. Default false.
 	ExpandJSONPayload bool

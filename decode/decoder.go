@@ -31,7 +31,7 @@ type Decoder struct {
 	kbuf, vbuf, tmp []byte
 	msg             messageSource // Config.Messages (message.go)
 	// structs caches the json-schema envelope's struct schema as Debezium
-	// does (format.go, envelopeSchema).
+	// does (format.go, appendEnvelopeSchema).
 	structs map[string]string
 
 	Stats Stats
