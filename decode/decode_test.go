@@ -715,12 +715,23 @@ func TestDecodeEvent(t *testing.T) {
 	}
 }
 
-// checkPoison checks a poison event: Err wraps wantErr and Row holds the
-// row as received.
+// reasonNames are the poison reasons' names as users see them in the
+// walrelay.error.class header and the dead-letter metric's label.
+var reasonNames = map[error]string{
+	ErrNullKey: "null_key", ErrEmptyKey: "empty_key", ErrNullID: "null_id", ErrInvalidTopic: "invalid_topic",
+	ErrMissingColumn: "missing_column", ErrUnsupportedType: "unsupported_type", ErrBadValue: "bad_value", ErrTooLarge: "too_large",
+}
+
+// checkPoison checks a poison event: Err wraps wantErr, Reason names it
+// (the dead-letter header and metric label) and Row holds the row as
+// received.
 func checkPoison(t *testing.T, ev Event, wantErr error, cols []col, row []val) {
 	t.Helper()
 	if !errors.Is(ev.Err, wantErr) {
 		t.Errorf("Err = %v, want it to wrap %v", ev.Err, wantErr)
+	}
+	if want := reasonNames[wantErr]; ev.Reason != want {
+		t.Errorf("Reason = %q, want %q", ev.Reason, want)
 	}
 	if len(ev.Row) != len(row) {
 		t.Fatalf("Row has %d fields, want %d: %+v", len(ev.Row), len(row), ev.Row)

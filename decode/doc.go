@@ -1,16 +1,13 @@
 // Package decode turns pgoutput (protocol version 1) messages into outbox
-// events grouped by transaction.
+// events grouped by transaction; the record formats come from decode/connect.
 //
 // Input: the WAL data of each XLogData message, in stream order.
-// Output: Tx values in commit order; a transaction larger than
-// Config.MaxPartBytes is handed on in several parts, the last one carrying
-// its end LSN.
-// Invariant: every event of a transaction is emitted before its last part,
-// in stream order, and nothing is emitted but for an insert into an outbox
-// table (or a partition of one, as the caller resolves it: with
-// Config.ResolvePartitions no change of another relation is decoded before
-// Resolve) and, with Config.Messages, a transactional logical decoding
-// message of Config.MessagePrefix (never a non-transactional one); an event
-// owns its bytes, so a message is garbage once decoded.
-// The package does no I/O and keeps no connection.
+// Output: one Tx of Events per commit, in commit order (a transaction
+// larger than Config.MaxPartBytes in several parts, the last carrying its
+// end LSN); an event that cannot become a record carries Err and Reason.
+// Invariant: only inserts into an outbox (or into a leaf partition of one:
+// with Config.ResolvePartitionRoots, no change of another relation is decoded
+// before Resolve says what it is) and, with Config.Messages, transactional
+// messages of Config.MessagePrefix become events, in stream order, each
+// owning its bytes; no I/O, no log per row.
 package decode

@@ -69,6 +69,9 @@ func checkFuzzTx(t *testing.T, tx *Tx) {
 			if !wrapsReason(ev.Err) {
 				t.Errorf("event %d: Err %v wraps none of the Err* reasons", i, ev.Err)
 			}
+			if ev.Reason != Reason(ev.Err) {
+				t.Errorf("event %d: Reason %q, want %q", i, ev.Reason, Reason(ev.Err))
+			}
 			if ev.Row == nil {
 				t.Errorf("event %d: Err %v without Row", i, ev.Err)
 			}

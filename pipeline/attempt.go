@@ -79,7 +79,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	}
 	r.kafkaOK.Store(true)
 	dc := r.dc
-	dc.ResolvePartitions = true
+	dc.ResolvePartitionRoots = true
 	dec, err := decode.New(dc, r.log)
 	if err != nil {
 		return err

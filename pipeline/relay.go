@@ -25,7 +25,7 @@ type Config struct {
 	// also paces the watch loop and the health check, its ShutdownTimeout
 	// bounds a graceful stop. Its defaults are applied (WithDefaults).
 	Replication replication.Config
-	// Decode configures the decoder. ResolvePartitions is always set: the
+	// Decode configures the decoder. ResolvePartitionRoots is always set: the
 	// relay resolves partitions against the catalog.
 	Decode decode.Config
 	// Sink configures the Kafka producer. Metrics, Isolation and CreatedTopics are set by

@@ -69,7 +69,7 @@ func rowJSON(row []decode.Field, drop []bool) []byte {
 // deadLetterEvent builds the dead-letter record of a poison event, fitted
 // to the dead-letter topic.
 func (s *Sink) deadLetterEvent(tx *decode.Tx, ev *decode.Event) (*kgo.Record, error) {
-	reason := decode.Reason(ev.Err)
+	reason := ev.Reason
 	r := &kgo.Record{
 		Topic:     s.cfg.DeadLetterTopic,
 		Timestamp: tx.CommitTime,

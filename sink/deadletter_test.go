@@ -32,32 +32,32 @@ func TestDeadLetterRecordsFitTheirTopic(t *testing.T) {
 	}{
 		{
 			name: "fits as it is",
-			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: fmt.Errorf("%w: x", decode.ErrNullID),
+			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: fmt.Errorf("%w: x", decode.ErrNullID), Reason: "null_id",
 				Row: []decode.Field{{Name: "aggregatetype", Type: 25, Value: []byte("orders")}}},
 			limit: 10000, keepInValue: `"aggregatetype":"orders"`,
 		},
 		{
 			name: "huge aggregatetype dropped",
-			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: fmt.Errorf("%w: too long", decode.ErrInvalidTopic),
+			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: fmt.Errorf("%w: too long", decode.ErrInvalidTopic), Reason: "invalid_topic",
 				Row: []decode.Field{{Name: "aggregatetype", Type: 25, Value: big('a', 20000)}, {Name: "type", Type: 25, Value: []byte("T")}}},
 			limit: 10000, dropped: "aggregatetype", keepInValue: `"type":"T"`,
 		},
 		{
 			name: "huge id and key cut, decoder's dropped payload kept in the list",
-			ev: decode.Event{Key: big('k', 20000), ID: big('i', 20000), Err: fmt.Errorf("%w: x", decode.ErrTooLarge),
+			ev: decode.Event{Key: big('k', 20000), ID: big('i', 20000), Err: fmt.Errorf("%w: x", decode.ErrTooLarge), Reason: "too_large",
 				DroppedColumn: "payload", DroppedBytes: 5000,
 				Row: []decode.Field{{Name: "id", Type: 25, Value: big('i', 20000)}, {Name: "aggregateid", Type: 25, Value: big('k', 20000)}, {Name: "type", Type: 25, Value: []byte("T")}}},
 			limit: 10000, dropped: "payload,", truncated: []string{HeaderEventID + ":20000", "key:20000"}, keepInValue: `"type":"T"`,
 		},
 		{
 			name: "long error message cut",
-			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: errors.New(strings.Repeat("e", 3000)),
+			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: errors.New(strings.Repeat("e", 3000)), Reason: "other",
 				Row: []decode.Field{{Name: "type", Type: 25, Value: []byte("T")}}},
 			limit: 2048, truncated: []string{HeaderErrorMessage + ":3000"}, keepInValue: `"type":"T"`,
 		},
 		{
 			name: "cannot fit",
-			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: errors.New("x"),
+			ev: decode.Event{Key: []byte("k"), ID: []byte("id"), Err: errors.New("x"), Reason: "other",
 				Row: []decode.Field{{Name: "type", Type: 25, Value: []byte("T")}}},
 			limit: 100, wantHaltError: true,
 		},

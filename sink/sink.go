@@ -604,7 +604,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 				}
 				if poison != nil {
 					hdrs = hdrs[:start]
-					ev.Err = poison
+					ev.Err, ev.Reason = poison, decode.Reason(poison)
 					if a, err = s.poison(ctx, tx, ev, a, meta); err != nil {
 						return err
 					}
@@ -798,7 +798,7 @@ func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *t
 	}
 	s.log.Warn("poison event: dead-lettered", zap.String("table", ev.Table), zap.Uint32("xid", tx.Xid),
 		zap.Stringer("commit_lsn", tx.CommitLSN), zap.ByteString("id", ev.ID), zap.String("topic", s.cfg.DeadLetterTopic), zap.Error(ev.Err))
-	s.metrics.DeadLetter(decode.Reason(ev.Err))
+	s.metrics.DeadLetter(ev.Reason)
 	return s.produceDeadLetter(ctx, dl, a, meta)
 }
 

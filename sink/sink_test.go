@@ -447,9 +447,10 @@ func TestPoisonEventIsDeadLetteredWithItsRow(t *testing.T) {
 	c := newCluster(t)
 	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute)
 	poison := decode.Event{
-		Table: "public.outbox",
-		ID:    []byte("id-p"),
-		Err:   fmt.Errorf("%w: column %q is NULL", decode.ErrNullKey, "aggregateid"),
+		Table:  "public.outbox",
+		ID:     []byte("id-p"),
+		Err:    fmt.Errorf("%w: column %q is NULL", decode.ErrNullKey, "aggregateid"),
+		Reason: "null_key",
 		Row: []decode.Field{
 			{Name: "id", Type: 25, Value: []byte("id-p")},
 			{Name: "aggregateid", Type: 25, Null: true},
@@ -481,7 +482,7 @@ func TestPoisonEventIsDeadLetteredWithItsRow(t *testing.T) {
 func TestHaltOnAPoisonEvent(t *testing.T) {
 	c := newCluster(t)
 	s, tr := newSink(t, c, OnPoisonHalt, time.Minute)
-	poison := decode.Event{Table: "public.outbox", Err: fmt.Errorf("%w: x", decode.ErrNullID)}
+	poison := decode.Event{Table: "public.outbox", Err: fmt.Errorf("%w: x", decode.ErrNullID), Reason: "null_id"}
 	err := s.Produce(context.Background(), tx(1, start+100, poison))
 	if !errors.Is(err, ErrPoison) || !errors.Is(err, decode.ErrNullID) {
 		t.Errorf("error %v, want ErrPoison wrapping ErrNullID", err)

@@ -8,21 +8,21 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-const partitionRelID = 16400
+const leafRelID = 16400
 
-// partitionRelation is a partition of the outbox, its columns in another
+// leafRelation is a leaf partition of the outbox, its columns in another
 // order (as after ATTACH PARTITION of a table created on its own).
-func partitionRelation() []byte {
-	return msgRelation(partitionRelID, "public", "outbox_2025",
+func leafRelation() []byte {
+	return msgRelation(leafRelID, "public", "outbox_2025",
 		col{name: "payload", oid: pgJSONB}, col{name: "aggregateid", oid: pgText}, col{name: "type", oid: pgText},
 		col{name: "aggregatetype", oid: pgText}, col{name: "id", oid: pgUUID, key: true})
 }
 
-func partitionRow(aggID string) []byte {
-	return msgInsert(partitionRelID, text(`{"n":1}`), text(aggID), text("T"), text("order"), text(eventUUID))
+func leafRow(aggID string) []byte {
+	return msgInsert(leafRelID, text(`{"n":1}`), text(aggID), text("T"), text("order"), text(eventUUID))
 }
 
-func TestDecodeResolvePartitions(t *testing.T) {
+func TestDecodeResolvePartitionRoots(t *testing.T) {
 	tests := []struct {
 		name       string
 		root       string
@@ -39,7 +39,7 @@ func TestDecodeResolvePartitions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			core, logs := observer.New(zap.WarnLevel)
-			d, err := New(Config{ResolvePartitions: true}, zap.New(core))
+			d, err := New(Config{ResolvePartitionRoots: true}, zap.New(core))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,10 +47,10 @@ func TestDecodeResolvePartitions(t *testing.T) {
 			if _, _, ok := d.Unresolved(); ok {
 				t.Fatalf("an outbox's Relation message waits to be resolved")
 			}
-			mustFeed(t, d, partitionRelation())
+			mustFeed(t, d, leafRelation())
 			oid, table, ok := d.Unresolved()
-			if !ok || oid != partitionRelID || table != "public.outbox_2025" {
-				t.Fatalf("Unresolved() = %d, %q, %v; want %d, public.outbox_2025, true", oid, table, ok, partitionRelID)
+			if !ok || oid != leafRelID || table != "public.outbox_2025" {
+				t.Fatalf("Unresolved() = %d, %q, %v; want %d, public.outbox_2025, true", oid, table, ok, leafRelID)
 			}
 			if err := d.Resolve(oid, tt.root, tt.exists); err != nil {
 				t.Fatal(err)
@@ -58,7 +58,7 @@ func TestDecodeResolvePartitions(t *testing.T) {
 			if _, _, ok := d.Unresolved(); ok {
 				t.Fatalf("still unresolved after Resolve")
 			}
-			txs := mustFeed(t, d, partitionRow("o-1"), partitionRow("o-2"), msgCommit(commitLSN, endLSN, commitTime))
+			txs := mustFeed(t, d, leafRow("o-1"), leafRow("o-2"), msgCommit(commitLSN, endLSN, commitTime))
 			if len(txs) != 1 {
 				t.Fatalf("got %d Tx parts, want 1", len(txs))
 			}
@@ -93,15 +93,15 @@ func TestDecodeUnresolvedRelationIsAnError(t *testing.T) {
 		name string
 		msg  []byte
 	}{
-		{"insert", partitionRow("o-1")},
-		{"update", msgUpdate(partitionRelID, text(`{}`), text("o-1"), text("T"), text("order"), text(eventUUID))},
-		{"delete", msgDelete(partitionRelID, text(eventUUID))},
-		{"truncate", msgTruncate(0, partitionRelID)},
+		{"insert", leafRow("o-1")},
+		{"update", msgUpdate(leafRelID, text(`{}`), text("o-1"), text("T"), text("order"), text(eventUUID))},
+		{"delete", msgDelete(leafRelID, text(eventUUID))},
+		{"truncate", msgTruncate(0, leafRelID)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDecoder(t, Config{ResolvePartitions: true})
-			_, err := feed(d, msgBegin(commitLSN, commitTime, xid), partitionRelation(), tt.msg)
+			d := newDecoder(t, Config{ResolvePartitionRoots: true})
+			_, err := feed(d, msgBegin(commitLSN, commitTime, xid), leafRelation(), tt.msg)
 			if err == nil || !strings.Contains(err.Error(), "before Resolve") {
 				t.Fatalf("err = %v, want a change before Resolve refused", err)
 			}
@@ -113,12 +113,12 @@ func TestDecodeUnresolvedRelationIsAnError(t *testing.T) {
 }
 
 func TestDecodeResolveFollowsRelationMessages(t *testing.T) {
-	d := newDecoder(t, Config{ResolvePartitions: true})
-	if err := d.Resolve(partitionRelID, "public.outbox", true); err == nil {
+	d := newDecoder(t, Config{ResolvePartitionRoots: true})
+	if err := d.Resolve(leafRelID, "public.outbox", true); err == nil {
 		t.Errorf("Resolve of a relation never seen: no error")
 	}
 	// Two Relation messages of one relation before Resolve: one wait.
-	mustFeed(t, d, msgBegin(commitLSN, commitTime, xid), partitionRelation(), msgRelation(otherRelID, "public", "orders", col{name: "id", oid: pgInt8}), partitionRelation())
+	mustFeed(t, d, msgBegin(commitLSN, commitTime, xid), leafRelation(), msgRelation(otherRelID, "public", "orders", col{name: "id", oid: pgInt8}), leafRelation())
 	var order []uint32
 	for oid, _, ok := d.Unresolved(); ok; oid, _, ok = d.Unresolved() {
 		order = append(order, oid)
@@ -126,27 +126,27 @@ func TestDecodeResolveFollowsRelationMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(order) != 2 || order[0] != otherRelID || order[1] != partitionRelID {
-		t.Errorf("resolved %v, want [%d %d]", order, otherRelID, partitionRelID)
+	if len(order) != 2 || order[0] != otherRelID || order[1] != leafRelID {
+		t.Errorf("resolved %v, want [%d %d]", order, otherRelID, leafRelID)
 	}
 	// N.B. a new Relation message is resolved again: the table may have
 	// been attached to the outbox since.
-	mustFeed(t, d, partitionRow("o-1"), partitionRelation())
-	if oid, _, ok := d.Unresolved(); !ok || oid != partitionRelID {
+	mustFeed(t, d, leafRow("o-1"), leafRelation())
+	if oid, _, ok := d.Unresolved(); !ok || oid != leafRelID {
 		t.Fatalf("a new Relation message of a resolved relation does not wait to be resolved again")
 	}
-	if err := d.Resolve(partitionRelID, "public.outbox", true); err != nil {
+	if err := d.Resolve(leafRelID, "public.outbox", true); err != nil {
 		t.Fatal(err)
 	}
-	txs := mustFeed(t, d, partitionRow("o-2"), msgCommit(commitLSN, endLSN, commitTime))
+	txs := mustFeed(t, d, leafRow("o-2"), msgCommit(commitLSN, endLSN, commitTime))
 	if len(txs) != 1 || len(txs[0].Events) != 1 || string(txs[0].Events[0].Key) != "o-2" || d.Stats.OtherTables != 1 {
 		t.Errorf("want the row before the attach counted as another table's, the one after as an event; got %d parts, stats %+v", len(txs), d.Stats)
 	}
 }
 
-func TestDecodeWithoutResolvePartitionsCountsOtherTables(t *testing.T) {
+func TestDecodeWithoutResolvePartitionRootsCountsOtherTables(t *testing.T) {
 	d := newDecoder(t, Config{})
-	tx := oneTx(t, d, partitionRelation(), partitionRow("o-1"))
+	tx := oneTx(t, d, leafRelation(), leafRow("o-1"))
 	if _, _, ok := d.Unresolved(); ok || len(tx.Events) != 0 || d.Stats.OtherTables != 1 {
 		t.Errorf("Unresolved ok %v, %d events, stats %+v; want false, 0 and one other-table row", ok, len(tx.Events), d.Stats)
 	}

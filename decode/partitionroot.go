@@ -8,11 +8,13 @@ import (
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
-// Partitions. pgoutput names a partition's rows after the partition unless
-// the publication has publish_via_partition_root; it then still sends each
-// partition's Relation message after its root's. A decoder that took such
-// rows for another table's would confirm past events it never relayed, so
-// with Config.ResolvePartitions every relation that is not an outbox waits
+// PostgreSQL partition roots (here "partition" is Kafka's: a PostgreSQL
+// partition is a leaf partition of a partition root). pgoutput names a leaf
+// partition's rows after the leaf partition unless the publication has
+// publish_via_partition_root; it then still sends each leaf partition's
+// Relation message after its root's. A decoder that took such rows for
+// another table's would confirm past events it never relayed, so with
+// Config.ResolvePartitionRoots every relation that is not an outbox waits
 // until the caller, who may do I/O, has asked PostgreSQL which partition
 // tree it belongs to (pg_partition_root) and said so with Resolve.
 
@@ -21,7 +23,7 @@ import (
 func (d *Decoder) addRelation(m pgoutput.Relation) {
 	rel := d.mapRelation(m)
 	d.relations[m.ID] = rel
-	if rel.outbox || !d.cfg.ResolvePartitions {
+	if rel.outbox || !d.cfg.ResolvePartitionRoots {
 		return
 	}
 	// N.B. a relation is resolved again at each Relation message: pgoutput
@@ -38,7 +40,7 @@ func (d *Decoder) addRelation(m pgoutput.Relation) {
 
 // Unresolved returns a relation that waits for Resolve: its OID and its
 // schema-qualified name. ok is false when none waits. With
-// Config.ResolvePartitions, call it after each Decode.
+// Config.ResolvePartitionRoots, call it after each Decode.
 func (d *Decoder) Unresolved() (oid uint32, table string, ok bool) {
 	if len(d.pending) == 0 {
 		return 0, "", false
@@ -47,10 +49,11 @@ func (d *Decoder) Unresolved() (oid uint32, table string, ok bool) {
 	return m.ID, m.Namespace + "." + m.Name, true
 }
 
-// Resolve says what relation oid, awaiting it, is: root is the root of its
-// partition tree, schema-qualified ("" when it is in none), and exists is
-// false when the relation is no longer in the catalog. When root is an
-// outbox, the relation's rows are that outbox's events.
+// Resolve says what relation oid, awaiting it, is: root is its partition
+// root, schema-qualified ("" when it is in no partition tree), and exists
+// is false when the relation is no longer in the catalog. When root is an
+// outbox, the relation is a leaf partition of it, and its rows are that
+// outbox's events.
 func (d *Decoder) Resolve(oid uint32, root string, exists bool) error {
 	i := -1
 	for j, p := range d.pending {
@@ -70,19 +73,20 @@ func (d *Decoder) Resolve(oid uint32, root string, exists bool) error {
 		rel.gone = true
 	case d.tables[root]:
 		rel = d.mapRelationAs(m, root)
-		rel.partition = m.Namespace + "." + m.Name
+		rel.leaf = m.Namespace + "." + m.Name
 		d.relations[oid] = rel
 	}
 	rel.pending = false
 	return nil
 }
 
-// warnPartition logs, once per relation and session, that an outbox's rows
-// arrive under a partition's name.
-func (d *Decoder) warnPartition(rel *relation) {
+// warnLeafPartition logs, once per relation and session, that an outbox's
+// rows arrive under a leaf partition's name. N.B. its log key "partition"
+// (the leaf partition) is the one it always had.
+func (d *Decoder) warnLeafPartition(rel *relation) {
 	rel.warned = true
 	d.log.Warn("rows of an outbox partition arrive under the partition's name (the publication's publish_via_partition_root was off when they were written); relaying them as the outbox's events",
-		zap.String("partition", rel.partition), zap.String("table", rel.qualified))
+		zap.String("partition", rel.leaf), zap.String("table", rel.qualified))
 }
 
 // warnGone logs, once per relation and session, that rows of a dropped

@@ -1,0 +1,234 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/walrelay/walrelay/decode/connect"
+	"github.com/walrelay/walrelay/internal/pgoutput"
+)
+
+// HeaderColumn adds a Kafka header named Header from column Column.
+type HeaderColumn struct {
+	Column string
+	Header string
+}
+
+// Config says which tables are outboxes and how their columns map to
+// records. The zero value of each field means its default.
+type Config struct {
+	// Tables are the outbox tables, schema-qualified ("public.outbox").
+	// Default: public.outbox.
+	Tables []string
+	// IDColumn is the event id, sent as header "id". Default "id".
+	IDColumn string
+	// KeyColumn is the record key. Default "aggregateid".
+	KeyColumn string
+	// PayloadColumn is the record value. Default "payload".
+	PayloadColumn string
+	// HeaderColumns adds one header per entry. Default none.
+	HeaderColumns []HeaderColumn
+	// Topic is the topic template. Default "outbox.event.${aggregatetype}".
+	Topic string
+	// MaxPartBytes bounds the memory the events of one Tx part hold
+	// (Event.Held, poison events included); a larger transaction is handed
+	// on in several parts. Default 1 MiB.
+	MaxPartBytes int
+	// MaxRecordBytes is the largest record Kafka accepts (the broker's
+	// message.max.bytes); a larger event is a poison event (ErrTooLarge).
+	// Default 0: no limit here.
+	MaxRecordBytes int
+	// KeyFormat and ValueFormat are the formats of the record key and
+	// value (FormatString, FormatJSON, FormatJSONSchema, FormatBytes: the
+	// Connect converter walrelay writes as). Default FormatString.
+	KeyFormat   string
+	ValueFormat string
+	// NullableColumns are the columns FormatJSONSchema declares
+	// "optional":true (Debezium: the columns without NOT NULL); the
+	// others are "optional":false. Default none.
+	NullableColumns []string
+	// EnvelopeFields make the value an object holding the payload as
+	// "payload" and each column as its alias, in this order (the router's
+	// column:envelope:alias placement). FormatJSON only. Default none.
+	EnvelopeFields []EnvelopeField
+	// TopicRegex, when set, routes as Kafka Connect's RegexRouter: Topic is
+	// then a replacement string ($n, ${name} refer to the groups of
+	// TopicRegex matched against the whole value of RouteColumn; no match:
+	// the value itself is the topic), not a template. Default "": Topic is
+	// a template.
+	TopicRegex string
+	// RouteColumn is the column TopicRegex is matched against. Default
+	// "aggregatetype".
+	RouteColumn string
+	// TombstoneOnEmptyPayload makes a record whose payload is NULL or, for
+	// a payload that is not bytea, only characters up to U+0020, a
+	// tombstone (no value; the router's route.tombstone.on.empty.payload).
+	// Default false: a NULL payload is a null value in FormatString and
+	// FormatBytes, the JSON null in the json formats.
+	TombstoneOnEmptyPayload bool
+	// PartitionColumn, when set, is an integer column whose value is the
+	// record's partition (the router's column:partition placement); a NULL
+	// leaves the partition to the key hash. Default "": the key hash.
+	PartitionColumn string
+	// TimestampColumn, when set, is a timestamp (without time zone) column
+	// whose value, read as UTC, is the record's timestamp in milliseconds
+	// (the router's table.field.event.timestamp); a NULL leaves the commit
+	// time. Default "": the commit time.
+	TimestampColumn string
+	// ExpandJSONPayload makes a payload whose text starts with '{' or '['
+	// the JSON value itself, as the router's table.expand.json.payload
+	// (decode/connect): FormatJSON writes the object, FormatJSONSchema with the
+	// schema Debezium infers from it. FormatJSON and FormatJSONSchema
+	// only; FormatBytes payloads are never expanded. Default false.
+	ExpandJSONPayload bool
+	// ExpandJSONNullAsBytes gives a null JSON member an optional bytes
+	// schema instead of leaving it out (the router's
+	// table.json.payload.null.behavior=optional_bytes). Default false.
+	ExpandJSONNullAsBytes bool
+	// SchemaNamePrefix is Debezium's topic.prefix, the start of the
+	// struct name FormatJSONSchema gives a value with EnvelopeFields
+	// (PREFIX.SCHEMA.TABLE.ROUTE.Value). Needed with both. Default "".
+	SchemaNamePrefix string
+	// SchemaVersionColumn, when set, is an integer column whose value is
+	// the version FormatJSONSchema gives a value with EnvelopeFields (the
+	// router's table.field.event.schema.version); it changes no other
+	// record. Default "": no version.
+	SchemaVersionColumn string
+	// ResolvePartitionRoots holds back each relation that is not an outbox
+	// until the caller says whether it is a leaf partition of one, from its
+	// PostgreSQL partition root (Unresolved, Resolve); a change to it before
+	// that is an error. Default false: such a relation is another table.
+	ResolvePartitionRoots bool
+	// Messages makes each transactional logical decoding message
+	// (pg_logical_emit_message(true, MessagePrefix, content)) an event:
+	// its content is a JSON object keyed by the mapped column names
+	// (message.go). Default false: messages are skipped.
+	Messages bool
+	// MessagePrefix is the prefix of the messages that are events.
+	// Default "outbox".
+	MessagePrefix string
+	// NoTables: no table is an outbox (the message source alone); Tables
+	// is ignored. Default false.
+	NoTables bool
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Tables) == 0 {
+		c.Tables = []string{"public.outbox"}
+	}
+	if c.IDColumn == "" {
+		c.IDColumn = "id"
+	}
+	if c.KeyColumn == "" {
+		c.KeyColumn = "aggregateid"
+	}
+	if c.PayloadColumn == "" {
+		c.PayloadColumn = "payload"
+	}
+	if c.Topic == "" {
+		c.Topic = "outbox.event.${aggregatetype}"
+	}
+	if c.MaxPartBytes <= 0 {
+		c.MaxPartBytes = 1 << 20
+	}
+	if c.KeyFormat == "" {
+		c.KeyFormat = FormatString
+	}
+	if c.ValueFormat == "" {
+		c.ValueFormat = FormatString
+	}
+	if c.RouteColumn == "" {
+		c.RouteColumn = "aggregatetype"
+	}
+	if c.MessagePrefix == "" {
+		c.MessagePrefix = "outbox"
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	for _, t := range c.Tables {
+		if _, _, err := SplitTable(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.TopicRegex != "" {
+		if _, err := connect.CompileRegexRouter(c.TopicRegex, c.Topic); err != nil {
+			errs = append(errs, err)
+		}
+	} else if _, err := ParseTemplate(c.Topic); err != nil {
+		errs = append(errs, err)
+	}
+	if !connect.ValidFormat(c.KeyFormat) {
+		errs = append(errs, fmt.Errorf("key format %q: want %s", c.KeyFormat, strings.Join(connect.Formats()[:3], ", ")))
+	} else if c.KeyFormat == FormatBytes {
+		errs = append(errs, fmt.Errorf("key format %q: the key column is text or an integer; want %s", c.KeyFormat, strings.Join(connect.Formats()[:3], ", ")))
+	}
+	if !connect.ValidFormat(c.ValueFormat) {
+		errs = append(errs, fmt.Errorf("value format %q: want %s", c.ValueFormat, strings.Join(connect.Formats(), ", ")))
+	}
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat != FormatJSON && c.ValueFormat != FormatJSONSchema {
+		errs = append(errs, fmt.Errorf("envelope fields need value format %s or %s (JsonConverter), not %q", FormatJSON, FormatJSONSchema, c.ValueFormat))
+	}
+	if len(c.EnvelopeFields) > 0 && c.ValueFormat == FormatJSONSchema && c.SchemaNamePrefix == "" {
+		errs = append(errs, fmt.Errorf("envelope fields with value format %s need the schema name prefix (--debezium-topic-prefix: Debezium's topic.prefix, which names the value's struct)", FormatJSONSchema))
+	}
+	if c.ExpandJSONPayload && c.ValueFormat == FormatString {
+		errs = append(errs, fmt.Errorf("expanding JSON payloads needs value format %s or %s: StringConverter writes an expanded payload as Java's Struct.toString(), which walrelay does not reproduce", FormatJSON, FormatJSONSchema))
+	}
+	aliases := map[string]bool{"payload": true}
+	for _, f := range c.EnvelopeFields {
+		if f.Column == "" || f.Alias == "" {
+			errs = append(errs, fmt.Errorf("envelope field %q:%q: both the column and the alias are needed (column:alias)", f.Column, f.Alias))
+		}
+		if aliases[f.Alias] {
+			errs = append(errs, fmt.Errorf("envelope field %q is given twice (\"payload\" is always the payload)", f.Alias))
+		}
+		aliases[f.Alias] = true
+	}
+	if c.NoTables && !c.Messages {
+		errs = append(errs, errors.New("no source: with no outbox table, the message source must be on (--source tables, messages or tables,messages)"))
+	}
+	if c.Messages && c.ValueFormat == FormatBytes {
+		errs = append(errs, fmt.Errorf("--value-converter %s takes a bytea payload, and a message's payload is JSON: use string or json with --source messages", FormatBytes))
+	}
+	seen := map[string]bool{"id": true}
+	for _, h := range c.HeaderColumns {
+		if h.Column == "" || h.Header == "" {
+			errs = append(errs, fmt.Errorf("header column %q:%q: both the column and the header name are needed (column:header)", h.Column, h.Header))
+		}
+		if seen[h.Header] {
+			errs = append(errs, fmt.Errorf("header %q is given twice (\"id\" is always the event id)", h.Header))
+		}
+		seen[h.Header] = true
+	}
+	return errors.Join(errs...)
+}
+
+// SplitTable splits "schema.table" (or "table", meaning public) into its
+// parts (pgoutput.SplitTable: the one parser of these names).
+func SplitTable(s string) (schema, table string, err error) { return pgoutput.SplitTable(s) }
+
+// ErrTruncated is wrapped by every error about a message shorter than its
+// fields say (pgoutput.ErrTruncated).
+var ErrTruncated = pgoutput.ErrTruncated
+
+// Record formats (connect.FormatString and so on): the Kafka Connect
+// converter walrelay writes keys and values as.
+const (
+	FormatString     = connect.FormatString
+	FormatJSON       = connect.FormatJSON
+	FormatJSONSchema = connect.FormatJSONSchema
+	FormatBytes      = connect.FormatBytes
+)
+
+// EnvelopeField puts column Column into the value as field Alias (the
+// router's table.fields.additional.placement=column:envelope:alias).
+type EnvelopeField struct {
+	Column string
+	Alias  string
+}
