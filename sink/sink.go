@@ -23,6 +23,7 @@ import (
 	"github.com/walrelay/walrelay/internal/budget"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/internal/rate"
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 // Config configures the Kafka producer. Zero values mean the defaults named.
@@ -107,7 +108,7 @@ type Config struct {
 	// committed (exactlyonce.go). Default false.
 	ExactlyOnce bool
 	// Source names the slot for the checkpoint key; the relay sets it.
-	Source Source
+	Source kafkastate.Source
 	// TransactionalID is the producer's transactional.id. Default
 	// "walrelay-" + Source.Slot: a second walrelay on the slot fences the
 	// first.

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 )
@@ -71,7 +71,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	// when run would stop on a slot that is gone.
 	mc := c.markerConfig()
 	mc.CreateTopic = false
-	if ms, err := marker.Open(ctx, mc, zap.NewNop()); err == nil {
+	if ms, err := kafkastate.Open(ctx, mc, zap.NewNop()); err == nil {
 		defer ms.Close()
 		rc.History = ms
 	}
@@ -179,7 +179,7 @@ func checkKafka(ctx context.Context, cfg config, opts []kgo.Opt) []replication.C
 	}
 	checks := []replication.Check{{Name: "reach Kafka", Note: fmt.Sprintf("%d broker(s), cluster %s", len(meta.Brokers), meta.Cluster)}}
 	cp := replication.Check{Name: "checkpoint topic " + cfg.checkpointTopic}
-	cp.Note, cp.Err = marker.CheckTopic(ctx, adm, cfg.checkpointTopic, cfg.createTopics)
+	cp.Note, cp.Err = kafkastate.CheckTopic(ctx, adm, cfg.checkpointTopic, cfg.createTopics)
 	checks = append(checks, cp)
 	if cfg.onPoison != "dead-letter" {
 		return checks

@@ -35,6 +35,6 @@ func checkExactlyOnce(ctx context.Context, cfg config, sc sink.Config) []replica
 		txn.Note = fmt.Sprintf("the broker initialized a transactional producer (probe id %q, timeout %s); walrelay will use transactional id %q", probe, sc.TransactionTimeout, sc.TransactionalID)
 	}
 	// N.B. the checkpoint topic (compacted, or missing and creatable) is
-	// checked in every mode, by marker.CheckTopic: the slot markers live there.
+	// checked in every mode, by kafkastate.CheckTopic: the slot markers live there.
 	return []replication.Check{txn}
 }
