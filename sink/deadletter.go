@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
 )
@@ -323,4 +325,54 @@ type recordMeta struct {
 	commitLSN  pglogrepl.LSN
 	xid        uint32
 	commitTime time.Time // the transaction's, for the commit-to-ack latency
+}
+
+// poison dead-letters a poison event, or halts.
+func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *txAcks, meta recordMeta) (*txAcks, error) {
+	if s.cfg.OnPoison == OnPoisonHalt {
+		return a, fmt.Errorf("%w: table %s, xid %d, commit lsn %s, id %q: %w (--on-poison=halt: nothing from this event on is confirmed)",
+			ErrPoison, ev.Table, tx.Xid, tx.CommitLSN, ev.ID, ev.Err)
+	}
+	dl, err := s.deadLetterEvent(tx, ev)
+	if err != nil {
+		return a, err
+	}
+	s.log.Warn("poison event: dead-lettered", zap.String("table", ev.Table), zap.Uint32("xid", tx.Xid),
+		zap.Stringer("commit_lsn", tx.CommitLSN), zap.ByteString("id", ev.ID), zap.String("topic", s.cfg.DeadLetterTopic), zap.Error(ev.Err))
+	s.metrics.DeadLetter(decode.Reason(ev.Err))
+	return s.produceDeadLetter(ctx, dl, a, meta)
+}
+
+// rejectTooLarge dead-letters a record too large for its topic, or halts.
+func (s *Sink) rejectTooLarge(ctx context.Context, tx *decode.Tx, r *kgo.Record, limit int32, a *txAcks, meta recordMeta) (*txAcks, error) {
+	return s.rejectRecord(ctx, tx, r, tooLargeErr(r.Topic, loneBatchBytes(r), limit), "record too large for its topic: dead-lettered", a, meta)
+}
+
+// rejectRecord dead-letters record r, which cannot go to its topic (why),
+// logging msg; or, with --on-poison=halt, fails without confirming past it.
+func (s *Sink) rejectRecord(ctx context.Context, tx *decode.Tx, r *kgo.Record, why error, msg string, a *txAcks, meta recordMeta) (*txAcks, error) {
+	if s.cfg.OnPoison == OnPoisonHalt {
+		return a, fmt.Errorf("%w: xid %d, commit lsn %s: %w (--on-poison=halt: nothing from this event on is confirmed)", ErrPoison, tx.Xid, tx.CommitLSN, why)
+	}
+	dl, err := s.deadLetterRejected(r, why, meta)
+	if err != nil {
+		return a, err
+	}
+	s.log.Warn(msg, zap.String("topic", r.Topic), zap.String("table", meta.table),
+		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(why))
+	s.metrics.DeadLetter(string(dl.Headers[0].Value))
+	return s.produceDeadLetter(ctx, dl, a, meta)
+}
+
+// produceDeadLetter hands a dead-letter record to the client; its promise
+// acknowledges the event.
+func (s *Sink) produceDeadLetter(ctx context.Context, dl *kgo.Record, a *txAcks, meta recordMeta) (*txAcks, error) {
+	a, err := s.handOver(ctx, dl, a, meta)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Add(1)
+	dl.Context = s.held
+	s.cl.Produce(ctx, dl, a.deadLettered)
+	return a, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,38 +100,6 @@ type eos struct {
 	curRecs atomic.Int64
 }
 
-// txnLimit is how long a Kafka transaction may stay open before the sink
-// gives up on it: 3/4 of the transaction timeout, the rest for the commit.
-func (c Config) txnLimit() time.Duration { return c.TransactionTimeout * 3 / 4 }
-
-// validateExactlyOnce adds the problems of the exactly-once settings.
-func (c Config) validateExactlyOnce() []error {
-	if !c.ExactlyOnce {
-		return nil
-	}
-	var errs []error
-	if err := decode.ValidTopic(c.CheckpointTopic); err != nil {
-		errs = append(errs, fmt.Errorf("checkpoint topic: %w", err))
-	}
-	// N.B. a record may wait for Kafka up to the delivery timeout: a
-	// transaction that cannot outlast that would be aborted by the broker
-	// while walrelay still waits, and look like a fencing.
-	if c.TransactionTimeout <= c.DeliveryTimeout {
-		errs = append(errs, fmt.Errorf("--kafka-transaction-timeout %s is not above --kafka-delivery-timeout %s: with --exactly-once a Kafka transaction must outlast a record's wait for Kafka; raise it (at most the broker's transaction.max.timeout.ms, default 15m) or lower the delivery timeout",
-			c.TransactionTimeout, c.DeliveryTimeout))
-	}
-	if c.CommitInterval <= 0 || c.CommitInterval > c.TransactionTimeout/4 {
-		errs = append(errs, fmt.Errorf("--transaction-commit-interval %s: want more than 0 and at most a quarter of --kafka-transaction-timeout (%s)", c.CommitInterval, c.TransactionTimeout/4))
-	}
-	if c.TransactionMaxRecords < 1 {
-		errs = append(errs, fmt.Errorf("transaction max records %d: want at least 1", c.TransactionMaxRecords))
-	}
-	if c.Null {
-		errs = append(errs, errors.New("--exactly-once needs Kafka: it cannot run with the null sink"))
-	}
-	return errs
-}
-
 // startExactlyOnce ensures the checkpoint topic and starts the committer.
 func (s *Sink) startExactlyOnce(ctx context.Context) error {
 	if s.cfg.Source.Slot == "" {
@@ -191,76 +158,6 @@ func (s *Sink) eosInit(ctx context.Context) error {
 		zap.String("key", kafkastate.CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
 		zap.Int32("timeline", s.cfg.Source.Timeline), zap.Stringer("skip_bound", cp))
 	return nil
-}
-
-// ensureCheckpointTopic checks that the checkpoint topic exists and is
-// compacted, creating it (one partition, compacted) if allowed.
-func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {
-	t := s.cfg.CheckpointTopic
-	details, err := s.adm.ListTopics(ctx, t)
-	if err != nil {
-		return fmt.Errorf("list topics: %w", err)
-	}
-	if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		if !s.cfg.CreateTopics {
-			return fmt.Errorf("%w: checkpoint topic %s (create it with cleanup.policy=compact, or run with --create-topics)", ErrTopicMissing, t)
-		}
-		compact := "compact"
-		resp, err := s.adm.CreateTopic(ctx, 1, s.cfg.TopicReplicationFactor, map[string]*string{"cleanup.policy": &compact}, t)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", t, errors.Join(err, errIf(resp.ErrMessage)))
-		}
-		s.log.Info("created checkpoint topic", zap.String("topic", t), zap.Int16("replication_factor", resp.ReplicationFactor))
-		if err := s.awaitLeaders(ctx, []string{t}); err != nil {
-			return err
-		}
-	} else if d.Err != nil {
-		return fmt.Errorf("describe topic %s: %w", t, d.Err)
-	}
-	policy, err := s.cleanupPolicy(ctx, t)
-	if err != nil {
-		return err
-	}
-	// N.B. a deleting topic would drop the checkpoint after retention.ms,
-	// and the next start would produce again what it covered.
-	if !strings.Contains(policy, "compact") {
-		return fmt.Errorf("%w: checkpoint topic %s has cleanup.policy=%s: set it to compact (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact), or name another with --checkpoint-topic",
-			ErrExactlyOnceSetup, t, policy, t)
-	}
-	for tt, limit := range s.describeLimits(ctx, []string{t}, true) {
-		s.limits.m.Store(tt, limit)
-		s.known[tt] = limit
-	}
-	return nil
-}
-
-// cleanupPolicy reads topic's cleanup.policy.
-func (s *Sink) cleanupPolicy(ctx context.Context, topic string) (string, error) {
-	var last error
-	for try := 0; try < 20; try++ {
-		rcs, err := s.adm.DescribeTopicConfigs(ctx, topic)
-		if err == nil {
-			for _, rc := range rcs {
-				if rc.Err != nil {
-					err = rc.Err
-					continue
-				}
-				for _, c := range rc.Configs {
-					if c.Key == "cleanup.policy" && c.Value != nil {
-						return *c.Value, nil
-					}
-				}
-				return "delete", nil
-			}
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return "", fmt.Errorf("describe configs of topic %s: %w", topic, last)
 }
 
 // baseOpts connect a client of its own to the sink's brokers.
@@ -449,62 +346,6 @@ func fenced(err error) error {
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	return err
-}
-
-// committer commits the open Kafka transaction when it is due and no
-// PostgreSQL transaction is being handed over, and fails the sink when one
-// takes too long for the transaction timeout.
-func (s *Sink) committer() {
-	e := s.eos
-	tick := time.NewTicker(max(s.cfg.CommitInterval/2, 5*time.Millisecond))
-	defer tick.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-s.closing
-		// N.B. a commit in flight may finish: its outcome then is known
-		// (a zombie learns it was fenced), and Close waits for it.
-		time.Sleep(5 * time.Second)
-		cancel()
-	}()
-	select {
-	case <-s.closing:
-		return
-	case <-s.failed:
-		return
-	case <-e.activate:
-	}
-	e.mu.Lock()
-	err := s.eosInit(ctx)
-	e.mu.Unlock()
-	if err != nil {
-		s.fail(err)
-		return
-	}
-	for {
-		select {
-		case <-s.closing:
-			return
-		case <-s.failed:
-			return
-		case <-tick.C:
-		}
-		if b := e.began.Load(); b != 0 && e.inPG.Load() && time.Since(time.Unix(0, b)) > s.cfg.txnLimit() {
-			// N.B. the broker would abort the transaction at its timeout;
-			// walrelay gives up first, and says which transaction and what
-			// to raise.
-			s.fail(fmt.Errorf("%w: transaction xid %d (commit lsn %s, %d records handed over so far) was not relayed within 3/4 of --kafka-transaction-timeout %s: raise --kafka-transaction-timeout (at most the broker's transaction.max.timeout.ms, default 15m) or commit smaller transactions; nothing of it is committed or confirmed",
-				ErrTransactionTooLong, e.curXid.Load(), pglogrepl.LSN(e.curLSN.Load()), e.curRecs.Load(), s.cfg.TransactionTimeout))
-			return
-		}
-		if !e.mu.TryLock() {
-			continue
-		}
-		if !e.inPG.Load() && s.due() {
-			s.commit(ctx) // its failure fails the sink
-		}
-		e.mu.Unlock()
-	}
 }
 
 // abortOpen aborts the open Kafka transaction, if any, when the sink is
