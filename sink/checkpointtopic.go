@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 // ensureCheckpointTopic checks that the checkpoint topic exists and is
@@ -79,4 +82,52 @@ func (s *Sink) cleanupPolicy(ctx context.Context, topic string) (string, error) 
 		}
 	}
 	return "", fmt.Errorf("describe configs of topic %s: %w", topic, last)
+}
+
+// init fences every older producer of the transactional id and reads
+// the checkpoint, once; called with e.mu held, while the stream holds
+// the slot.
+func (e *exactlyOnce) init(ctx context.Context) error {
+	s := e.s
+	if e.ready {
+		return nil
+	}
+	// N.B. the producer id first: InitProducerID fences every older
+	// producer of this transactional id and completes or aborts its open
+	// transaction, so that no commit can land after the checkpoint is read.
+	if _, _, err := s.cl.ProducerID(ctx); err != nil {
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
+			return fmt.Errorf("%w: init producer id: %w: lower --kafka-transaction-timeout (%s) to at most the broker's transaction.max.timeout.ms, or raise that", ErrExactlyOnceSetup, err, s.cfg.TransactionTimeout)
+		}
+		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion) {
+			return fmt.Errorf("%w: init producer id for transactional id %q: %w (grant WRITE and DESCRIBE on the transactional id, on Kafka 0.11 or later)", ErrExactlyOnceSetup, s.cfg.TransactionalID, err)
+		}
+		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
+	}
+	end, last, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
+	if err != nil {
+		return err
+	}
+	cp, tli := end, int32(0)
+	if last != nil {
+		tli = last.Timeline
+		cp = s.checkpointBound(end, tli)
+	}
+	e.checkpoint = cp
+	e.ready = true
+	s.metrics.Checkpoint(uint64(cp), uint64(cp))
+	s.log.Info("exactly-once: checkpoint read; transactions ending at or before it are not produced again",
+		zap.String("transactional_id", s.cfg.TransactionalID), zap.String("topic", s.cfg.CheckpointTopic),
+		zap.String("key", kafkastate.CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
+		zap.Int32("timeline", s.cfg.Source.Timeline), zap.Stringer("skip_bound", cp))
+	return nil
+}
+
+// baseOpts connect a client of its own to the sink's brokers.
+func (s *Sink) baseOpts() []kgo.Opt {
+	return append([]kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID(s.cfg.ClientID),
+		kgo.WithLogger(zapLogger{l: s.log.Named("kgo")}),
+	}, s.cfg.Opts...)
 }

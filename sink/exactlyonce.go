@@ -70,8 +70,10 @@ var ErrFenced = errors.New("fenced (a newer producer of the transactional id too
 // whose ReadCheckpoint wraps it too.
 var ErrExactlyOnceSetup = kafkastate.ErrExactlyOnceSetup
 
-// eos is the sink's exactly-once state.
-type eos struct {
+// exactlyOnce is the exactly-once delivery strategy and its state.
+type exactlyOnce struct {
+	s *Sink
+
 	// mu is held by Produce for a whole call and by the committer for a
 	// commit: a Kafka transaction ends only between Produce calls.
 	mu sync.Mutex
@@ -85,7 +87,7 @@ type eos struct {
 
 	open bool // a Kafka transaction is begun
 	// unsure: a commit of it failed, so its state is not known here; it
-	// is not aborted on Close (see abortOpen).
+	// is not aborted on Close (see close).
 	unsure  bool
 	txs     []*checkpoint.Tx // its PostgreSQL transactions, each holding one pending ack
 	joined  bool             // the current PostgreSQL transaction is in txs
@@ -100,82 +102,59 @@ type eos struct {
 	curRecs atomic.Int64
 }
 
-// startExactlyOnce ensures the checkpoint topic and starts the committer.
-func (s *Sink) startExactlyOnce(ctx context.Context) error {
+func newExactlyOnce(s *Sink) *exactlyOnce {
+	return &exactlyOnce{s: s, activate: make(chan struct{})}
+}
+
+// start ensures the checkpoint topic and starts the committer.
+func (e *exactlyOnce) start(ctx context.Context) error {
+	s := e.s
 	if s.cfg.Source.Slot == "" {
 		return fmt.Errorf("%w: no slot named for the checkpoint", ErrExactlyOnceSetup)
 	}
 	if err := s.ensureCheckpointTopic(ctx); err != nil {
 		return err
 	}
-	go s.committer()
+	go e.committer()
 	return nil
 }
 
-// HoldsSlot tells the sink that the replication stream holds the slot: in
-// exactly-once mode it then fences the older producers of its
-// transactional id and reads the checkpoint, without waiting for the
-// first transaction. Safe to call from any goroutine, more than once.
-func (s *Sink) HoldsSlot() {
-	if e := s.eos; e != nil {
-		e.actOnce.Do(func() { close(e.activate) })
-	}
+// holdsSlot fences the older producers of the transactional id and reads
+// the checkpoint (in the committer), without waiting for the first
+// transaction.
+func (e *exactlyOnce) holdsSlot() {
+	e.actOnce.Do(func() { close(e.activate) })
 }
 
-// eosInit fences every older producer of the transactional id and reads
-// the checkpoint, once; called with eos.mu held, while the stream holds
-// the slot.
-func (s *Sink) eosInit(ctx context.Context) error {
-	if s.eos.ready {
-		return nil
-	}
-	// N.B. the producer id first: InitProducerID fences every older
-	// producer of this transactional id and completes or aborts its open
-	// transaction, so that no commit can land after the checkpoint is read.
-	if _, _, err := s.cl.ProducerID(ctx); err != nil {
-		if errors.Is(err, kerr.InvalidTransactionTimeout) {
-			return fmt.Errorf("%w: init producer id: %w: lower --kafka-transaction-timeout (%s) to at most the broker's transaction.max.timeout.ms, or raise that", ErrExactlyOnceSetup, err, s.cfg.TransactionTimeout)
+func (e *exactlyOnce) lock()   { e.mu.Lock() }
+func (e *exactlyOnce) unlock() { e.mu.Unlock() }
+
+// begin skips a part the checkpoint covers (first, skip); the first part
+// of any other transaction may commit the open Kafka transaction first.
+func (e *exactlyOnce) begin(ctx context.Context, tx *decode.Tx) (skip bool, err error) {
+	if !tx.First {
+		if e.skipping != nil {
+			e.skip(tx)
+			return true, nil
 		}
-		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion) {
-			return fmt.Errorf("%w: init producer id for transactional id %q: %w (grant WRITE and DESCRIBE on the transactional id, on Kafka 0.11 or later)", ErrExactlyOnceSetup, s.cfg.TransactionalID, err)
-		}
-		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
+		return false, nil
 	}
-	end, last, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
-	if err != nil {
-		return err
+	if skip, err = e.first(ctx, tx); err != nil {
+		return false, err
 	}
-	cp, tli := end, int32(0)
-	if last != nil {
-		tli = last.Timeline
-		cp = s.checkpointBound(end, tli)
+	if skip {
+		e.skip(tx)
 	}
-	s.eos.checkpoint = cp
-	s.eos.ready = true
-	s.metrics.Checkpoint(uint64(cp), uint64(cp))
-	s.log.Info("exactly-once: checkpoint read; transactions ending at or before it are not produced again",
-		zap.String("transactional_id", s.cfg.TransactionalID), zap.String("topic", s.cfg.CheckpointTopic),
-		zap.String("key", kafkastate.CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
-		zap.Int32("timeline", s.cfg.Source.Timeline), zap.Stringer("skip_bound", cp))
-	return nil
+	return skip, nil
 }
 
-// baseOpts connect a client of its own to the sink's brokers.
-func (s *Sink) baseOpts() []kgo.Opt {
-	return append([]kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.ClientID(s.cfg.ClientID),
-		kgo.WithLogger(zapLogger{l: s.log.Named("kgo")}),
-	}, s.cfg.Opts...)
-}
-
-// eosFirst handles the first part of a transaction: skipped if the
+// first handles the first part of a transaction: skipped if the
 // checkpoint covers it; otherwise the open Kafka transaction is committed
 // first when due.
-func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err error) {
-	e := s.eos
+func (e *exactlyOnce) first(ctx context.Context, tx *decode.Tx) (skip bool, err error) {
+	s := e.s
 	// N.B. a transaction comes only from a stream that holds the slot.
-	if err := s.eosInit(ctx); err != nil {
+	if err := e.init(ctx); err != nil {
 		return false, err
 	}
 	// N.B. commit records lie in commit order, and a transaction's commit
@@ -194,8 +173,8 @@ func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err erro
 		s.log.Info("exactly-once: skipped the transactions the checkpoint covers", zap.Int("transactions", e.skipped))
 		e.skipped = 0
 	}
-	if e.open && s.due() {
-		if err := s.commit(ctx); err != nil {
+	if e.open && e.due() {
+		if err := e.commit(ctx); err != nil {
 			return false, err
 		}
 	}
@@ -207,23 +186,25 @@ func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err erro
 	return false, nil
 }
 
-// eosSkip ends a skipped part: a skipped transaction is confirmed as done.
-func (s *Sink) eosSkip(tx *decode.Tx) {
+// skip ends a skipped part: a skipped transaction is confirmed as done.
+func (e *exactlyOnce) skip(tx *decode.Tx) {
+	s := e.s
 	if tx.Last {
-		if tx.EndLSN > s.eos.checkpoint {
-			// Cannot happen (see eosFirst); said loudly if it does.
-			s.log.Error("exactly-once: skipped a transaction ending past the checkpoint", zap.Stringer("end_lsn", tx.EndLSN), zap.Stringer("checkpoint", s.eos.checkpoint))
+		if tx.EndLSN > e.checkpoint {
+			// Cannot happen (see first); said loudly if it does.
+			s.log.Error("exactly-once: skipped a transaction ending past the checkpoint", zap.Stringer("end_lsn", tx.EndLSN), zap.Stringer("checkpoint", e.checkpoint))
 		}
-		s.eos.skipping.Close(tx.EndLSN)
-		s.eos.skipping = nil
+		e.skipping.Close(tx.EndLSN)
+		e.skipping = nil
 		s.metrics.Skipped()
 	}
 }
 
-// eosJoin opens the Kafka transaction if none is, and makes the current
-// PostgreSQL transaction one of it, before its first record is produced.
-func (s *Sink) eosJoin() error {
-	e := s.eos
+// join opens the Kafka transaction if none is, and makes the current
+// PostgreSQL transaction (x, in the tracker) one of it, before its first
+// record is produced; the part has n records.
+func (e *exactlyOnce) join(x *checkpoint.Tx, n int) error {
+	s := e.s
 	if !e.open {
 		if err := s.cl.BeginTransaction(); err != nil {
 			return fmt.Errorf("begin kafka transaction: %w", fenced(err))
@@ -235,108 +216,50 @@ func (s *Sink) eosJoin() error {
 		// N.B. the extra pending acknowledgement, given at the commit: the
 		// watermark cannot pass this transaction before its Kafka
 		// transaction committed.
-		s.cur.Add(1)
-		e.txs = append(e.txs, s.cur)
+		x.Add(1)
+		e.txs = append(e.txs, x)
 		e.joined = true
 	}
+	e.records += n
+	e.curRecs.Add(int64(n))
 	return nil
 }
 
-// eosLast ends the current PostgreSQL transaction, committing the Kafka
+// last ends the current PostgreSQL transaction, committing the Kafka
 // transaction when it is due.
-func (s *Sink) eosLast(ctx context.Context, tx *decode.Tx) error {
-	e := s.eos
+func (e *exactlyOnce) last(ctx context.Context, tx *decode.Tx) error {
+	s := e.s
 	e.inPG.Store(false)
 	if !e.open {
 		return nil
 	}
 	e.lastEnd, e.lastCom = tx.EndLSN, tx.CommitLSN
 	s.metrics.Checkpoint(uint64(e.checkpoint), uint64(e.lastEnd))
-	if s.due() {
-		return s.commit(ctx)
+	if e.due() {
+		return e.commit(ctx)
 	}
 	return nil
 }
+
+// flush commits the open Kafka transaction, unless a PostgreSQL
+// transaction is half handed over.
+func (e *exactlyOnce) flush(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inPG.Load() {
+		return errors.New("flush: a transaction is half handed over; it is not committed")
+	}
+	return e.commit(ctx)
+}
+
+// haltsOnRejected: a record Kafka rejected on its own halts, its Kafka
+// transaction fit only to be aborted (produceIsolated).
+func (e *exactlyOnce) haltsOnRejected() string { return "--exactly-once halts on it" }
 
 // due reports whether the open Kafka transaction should be committed.
-func (s *Sink) due() bool {
-	e := s.eos
+func (e *exactlyOnce) due() bool {
+	s := e.s
 	return e.open && (e.records >= s.cfg.TransactionMaxRecords || time.Since(time.Unix(0, e.began.Load())) >= s.cfg.CommitInterval)
-}
-
-// commit writes the checkpoint, waits for every record of the Kafka
-// transaction and commits it; then the transactions in it may be confirmed.
-// Called with eos.mu held, between PostgreSQL transactions.
-func (s *Sink) commit(ctx context.Context) error {
-	e := s.eos
-	if !e.open {
-		return nil
-	}
-	if len(e.txs) > 0 {
-		r := kafkastate.CheckpointRecord(s.cfg.CheckpointTopic, s.cfg.Source, kafkastate.Checkpoint{
-			Slot: s.cfg.Source.Slot, Database: s.cfg.Source.Database, SystemIdentifier: s.cfg.Source.SystemID,
-			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), Timeline: s.cfg.Source.Timeline, TransactionalID: s.cfg.TransactionalID,
-			Transactions: len(e.txs), Records: e.records, WrittenAt: time.Now().UTC(),
-		})
-		// N.B. timed by the watchdog like any record.
-		h := s.clock.open()
-		h.pending.Add(1)
-		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			h.pending.Add(-1)
-			if err != nil {
-				s.metrics.Failure()
-				s.fail(fmt.Errorf("produce checkpoint to topic %s: %w", r.Topic, fenced(err)))
-			}
-		})
-		s.clock.seal(h)
-	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-s.failed:
-			cancel()
-		case <-s.closing:
-			cancel()
-		case <-fctx.Done():
-		}
-	}()
-	if err := s.cl.Flush(fctx); err != nil {
-		if serr := s.Err(); serr != nil {
-			return serr
-		}
-		return fmt.Errorf("flush kafka transaction: %w", err)
-	}
-	if err := s.Err(); err != nil {
-		return err
-	}
-	// N.B. never retried: an error leaves the outcome to the checkpoint,
-	// which the next attempt reads after fencing this producer.
-	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		err = fmt.Errorf("commit kafka transaction of %d postgresql transactions through end lsn %s: %w", len(e.txs), e.lastEnd, fenced(err))
-		if errors.Is(err, ErrFenced) {
-			// N.B. logged here: the attempt may end on another error
-			// first (a zombie's replication connection is gone too).
-			s.log.Error("kafka transaction not committed: fenced", zap.String("transactional_id", s.cfg.TransactionalID), zap.Error(err))
-		}
-		e.unsure = true
-		s.metrics.Failure()
-		s.fail(err)
-		return err
-	}
-	e.open = false
-	e.began.Store(0)
-	s.metrics.KafkaTransaction("committed")
-	if len(e.txs) > 0 {
-		e.checkpoint = e.lastEnd
-	}
-	s.metrics.Checkpoint(uint64(e.checkpoint), uint64(e.lastEnd))
-	for _, x := range e.txs {
-		x.Ack()
-	}
-	clear(e.txs)
-	e.txs, e.records = e.txs[:0], 0
-	return nil
 }
 
 // fenced wraps ErrFenced around an error that says a newer producer took
@@ -348,7 +271,7 @@ func fenced(err error) error {
 	return err
 }
 
-// abortOpen aborts the open Kafka transaction, if any, when the sink is
+// close aborts the open Kafka transaction, if any, when the sink is
 // discarded, so that read_committed consumers do not wait for the
 // broker's transaction timeout.
 //
@@ -361,8 +284,8 @@ func fenced(err error) error {
 // INVALID_PRODUCER_EPOCH 16 ms after the zombie's InitProducerID). Whoever
 // holds the slot next initializes the producer id before producing, which
 // aborts this transaction if it is still open.
-func (s *Sink) abortOpen() {
-	e := s.eos
+func (e *exactlyOnce) close() {
+	s := e.s
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.open {

@@ -19,22 +19,10 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
-	if e := s.eos; e != nil {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if tx.First {
-			skip, err := s.eosFirst(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if skip {
-				s.eosSkip(tx)
-				return nil
-			}
-		} else if e.skipping != nil {
-			s.eosSkip(tx)
-			return nil
-		}
+	s.delivery.lock()
+	defer s.delivery.unlock()
+	if skip, err := s.delivery.begin(ctx, tx); skip || err != nil {
+		return err
 	}
 	if tx.First {
 		if s.isoTopics.Load() != nil && tx.CommitLSN > s.isoThrough {
@@ -59,12 +47,8 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 		return err
 	}
 	if n := len(tx.Events); n > 0 {
-		if s.eos != nil {
-			if err := s.eosJoin(); err != nil {
-				return err
-			}
-			s.eos.records += n
-			s.eos.curRecs.Add(int64(n))
+		if err := s.delivery.join(s.cur, n); err != nil {
+			return err
 		}
 		defer s.sealHandoff()
 		extra := len(tx.Events[0].Headers) + 1
@@ -151,9 +135,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if tx.Last {
 		s.cur.Close(tx.EndLSN)
 		s.cur = nil
-		if s.eos != nil {
-			return s.eosLast(ctx, tx)
-		}
+		return s.delivery.last(ctx, tx)
 	}
 	return nil
 }

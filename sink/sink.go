@@ -59,7 +59,7 @@ type Sink struct {
 
 	iso        *Isolation
 	lastCommit atomic.Uint64 // commit LSN of the newest transaction begun
-	eos        *eos          // nil unless ExactlyOnce
+	delivery   delivery      // atLeastOnce, or exactlyOnce with ExactlyOnce
 
 	errOnce   sync.Once
 	err       error
@@ -172,8 +172,9 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	if s.iso == nil {
 		s.iso = NewIsolation()
 	}
+	s.delivery = atLeastOnce{}
 	if cfg.ExactlyOnce {
-		s.eos = &eos{activate: make(chan struct{})}
+		s.delivery = newExactlyOnce(s)
 	}
 	if through, topics := s.iso.snapshot(); topics != nil {
 		s.isoThrough = through
@@ -222,10 +223,7 @@ func (s *Sink) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if s.eos != nil {
-		return s.startExactlyOnce(ctx)
-	}
-	return nil
+	return s.delivery.start(ctx)
 }
 
 // Ping checks that a broker answers.
@@ -277,6 +275,12 @@ func (s *Sink) fail(err error) {
 	})
 }
 
+// HoldsSlot tells the sink that the replication stream holds the slot: in
+// exactly-once mode it then fences the older producers of its
+// transactional id and reads the checkpoint, without waiting for the
+// first transaction. Safe to call from any goroutine, more than once.
+func (s *Sink) HoldsSlot() { s.delivery.holdsSlot() }
+
 // InflightBytes is what the records produced and not yet finished count
 // against MaxInflightBytes.
 func (s *Sink) InflightBytes() int64 { return s.budget.Used() }
@@ -284,18 +288,8 @@ func (s *Sink) InflightBytes() int64 { return s.budget.Used() }
 // Flush waits until every produced record is acknowledged or failed; in
 // exactly-once mode it commits the open Kafka transaction first.
 func (s *Sink) Flush(ctx context.Context) error {
-	if e := s.eos; e != nil {
-		e.mu.Lock()
-		var err error
-		if e.inPG.Load() {
-			err = errors.New("flush: a transaction is half handed over; it is not committed")
-		} else {
-			err = s.commit(ctx)
-		}
-		e.mu.Unlock()
-		if err != nil {
-			return err
-		}
+	if err := s.delivery.flush(ctx); err != nil {
+		return err
 	}
 	if err := s.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
@@ -308,9 +302,7 @@ func (s *Sink) Flush(ctx context.Context) error {
 func (s *Sink) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closing)
-		if s.eos != nil {
-			s.abortOpen()
-		}
+		s.delivery.close()
 		s.cl.Close()
 		s.hold()
 	})
