@@ -127,15 +127,7 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) (*k
 		}
 	}
 	tooLarge := errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
-	reason := "rejected_by_broker"
-	switch {
-	case tooLarge:
-		reason = "too_large"
-	case errors.Is(err, ErrTopicNotAllowed):
-		reason = ReasonTopicNotAllowed
-	case errors.Is(err, ErrTopicLimit):
-		reason = ReasonTopicLimit
-	}
+	reason := deadLetterReason(err)
 	// N.B. the commit time, not the record's: a record the broker
 	// rejected for its timestamp (an event timestamp from
 	// --timestamp-column too far ahead) would be rejected again.
@@ -327,33 +319,22 @@ type recordMeta struct {
 	commitTime time.Time // the transaction's, for the commit-to-ack latency
 }
 
-// poison dead-letters a poison event, or halts.
-func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, a *txAcks, meta recordMeta) (*txAcks, error) {
-	if s.cfg.OnPoison == OnPoisonHalt {
-		return a, fmt.Errorf("%w: table %s, xid %d, commit lsn %s, id %q: %w (--on-poison=halt: nothing from this event on is confirmed)",
-			ErrPoison, ev.Table, tx.Xid, tx.CommitLSN, ev.ID, ev.Err)
-	}
+// poison dead-letters a poison event (reason: its walrelay.error.class).
+func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, reason string, a *txAcks, meta recordMeta) (*txAcks, error) {
 	dl, err := s.deadLetterEvent(tx, ev)
 	if err != nil {
 		return a, err
 	}
 	s.log.Warn("poison event: dead-lettered", zap.String("table", ev.Table), zap.Uint32("xid", tx.Xid),
 		zap.Stringer("commit_lsn", tx.CommitLSN), zap.ByteString("id", ev.ID), zap.String("topic", s.cfg.DeadLetterTopic), zap.Error(ev.Err))
-	s.metrics.DeadLetter(decode.Reason(ev.Err))
+	s.metrics.DeadLetter(reason)
 	return s.produceDeadLetter(ctx, dl, a, meta)
 }
 
-// rejectTooLarge dead-letters a record too large for its topic, or halts.
-func (s *Sink) rejectTooLarge(ctx context.Context, tx *decode.Tx, r *kgo.Record, limit int32, a *txAcks, meta recordMeta) (*txAcks, error) {
-	return s.rejectRecord(ctx, tx, r, tooLargeErr(r.Topic, loneBatchBytes(r), limit), "record too large for its topic: dead-lettered", a, meta)
-}
-
 // rejectRecord dead-letters record r, which cannot go to its topic (why),
-// logging msg; or, with --on-poison=halt, fails without confirming past it.
+// logging msg. Admission decided on it: with --on-poison=halt it is not
+// called (haltError).
 func (s *Sink) rejectRecord(ctx context.Context, tx *decode.Tx, r *kgo.Record, why error, msg string, a *txAcks, meta recordMeta) (*txAcks, error) {
-	if s.cfg.OnPoison == OnPoisonHalt {
-		return a, fmt.Errorf("%w: xid %d, commit lsn %s: %w (--on-poison=halt: nothing from this event on is confirmed)", ErrPoison, tx.Xid, tx.CommitLSN, why)
-	}
 	dl, err := s.deadLetterRejected(r, why, meta)
 	if err != nil {
 		return a, err

@@ -77,12 +77,6 @@ func (i *Isolation) Active() bool {
 	return i.topics != nil
 }
 
-// isolated reports whether the record of ev goes one at a time.
-func (s *Sink) isolated(tx *decode.Tx, topic string) bool {
-	m := s.isoTopics.Load()
-	return m != nil && tx.CommitLSN <= s.isoThrough && (*m)[topic]
-}
-
 // corruptRetries is how often a lone record that the broker calls corrupt
 // is sent again before it counts as the record's fault: CORRUPT_MESSAGE
 // may come from a damaged request (franz-go does not retry it).

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -22,10 +21,6 @@ import (
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/internal/rate"
 )
-
-// ErrPoison is wrapped when an event cannot become a record and the relay
-// must halt on it.
-var ErrPoison = errors.New("poison event")
 
 // Sink produces events. Produce is called from one goroutine.
 type Sink struct {
