@@ -34,7 +34,7 @@ type Config struct {
 	// LagWarnBytes: log a warning, at most once a minute, while the slot's
 	// lag exceeds this many bytes. Default 0: never.
 	LagWarnBytes int64
-	// Marker says where the slot markers are kept (package marker): its
+	// Marker says where the slot markers are kept (package kafkastate): its
 	// Brokers and Opts default to the sink's.
 	Marker kafkastate.Config
 	// Metrics records the relay's metrics; the relay adds the gauges read

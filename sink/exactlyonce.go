@@ -165,7 +165,7 @@ func (e *exactlyOnce) first(ctx context.Context, tx *decode.Tx) (skip bool, err 
 		if e.skipped == 0 {
 			s.log.Info("exactly-once: skipping the transactions the checkpoint covers", zap.Stringer("commit_lsn", tx.CommitLSN), zap.Stringer("checkpoint", e.checkpoint))
 		}
-		e.skipping = s.tr.Begin(tx.CommitLSN)
+		e.skipping = s.tracker.Begin(tx.CommitLSN)
 		e.skipped++
 		return true, nil
 	}

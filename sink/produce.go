@@ -57,7 +57,7 @@ func (s *Sink) beginPart(tx *decode.Tx) error {
 			s.isoThrough = 0
 			s.isoTopics.Store(nil)
 		}
-		s.cur = s.tr.Begin(tx.CommitLSN)
+		s.cur = s.tracker.Begin(tx.CommitLSN)
 		s.lastCommit.Store(uint64(tx.CommitLSN))
 	}
 	if s.cur == nil {

@@ -28,7 +28,7 @@ type Sink struct {
 	log     *zap.Logger
 	cl      *kgo.Client
 	adm     *kadm.Client
-	tr      *checkpoint.Tracker
+	tracker *checkpoint.Tracker // the acknowledgement tracker, whose watermark the stream confirms
 	metrics *metrics.Metrics
 	failed  chan struct{}
 	closing chan struct{}
@@ -41,9 +41,9 @@ type Sink struct {
 	// Used by the producing goroutine only.
 	known      map[string]int32 // checked topics and their batch caps
 	partitions map[string]int32 // checked topics and their partition counts
-	cur        *checkpoint.Tx
-	h, last    *handoff // the open handoff; the last one sealed
-	hn         int      // records in h (or last)
+	cur        *checkpoint.Tx   // the transaction being produced, in the tracker
+	h, last    *handoff         // the open handoff; the last one sealed
+	hn         int              // records in h (or last)
 	handoffAge time.Duration
 	isoThrough pglogrepl.LSN                   // isolating the transactions up to this commit LSN
 	isoTopics  atomic.Pointer[map[string]bool] // of these topics; nil when not isolating (read by batchFailed too)
@@ -145,7 +145,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		log:        log,
 		cl:         cl,
 		adm:        kadm.NewClient(cl),
-		tr:         tr,
+		tracker:    tr,
 		metrics:    cfg.Metrics,
 		known:      make(map[string]int32),
 		partitions: make(map[string]int32),
