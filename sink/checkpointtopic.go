@@ -14,6 +14,9 @@ import (
 	"github.com/walrelay/walrelay/kafkastate"
 )
 
+// Exactly-once's checkpoint topic: ensured at Start, and the last
+// checkpoint of the slot read once the stream holds the slot (init).
+
 // ensureCheckpointTopic checks that the checkpoint topic exists and is
 // compacted, creating it (one partition, compacted) if allowed.
 func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {

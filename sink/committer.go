@@ -13,6 +13,10 @@ import (
 	"github.com/walrelay/walrelay/kafkastate"
 )
 
+// Exactly-once's commits: a Kafka transaction ends, with its checkpoint
+// record, between two PostgreSQL transactions, when it is due (commit);
+// the committer commits it when no Produce call does.
+
 // committer commits the open Kafka transaction when it is due and no
 // PostgreSQL transaction is being handed over, and fails the sink when one
 // takes too long for the transaction timeout.
