@@ -1,4 +1,7 @@
-// Package checkpoint tracks which transactions Kafka has fully acknowledged.
+// Package checkpoint is the in-memory acknowledgement tracker (Tracker):
+// it knows which transactions Kafka has fully acknowledged, and its
+// watermark is the position the replication stream confirms. (The
+// exactly-once checkpoint record on Kafka is kafkastate's, not this.)
 //
 // Input: transactions registered in commit order (Begin), the number of
 // records each one produced (Add, Close) and one Ack per acknowledged record.

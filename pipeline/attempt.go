@@ -11,7 +11,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/metrics"
-	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -37,7 +37,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	ms := r.hist.getStore()
 	if ms == nil && !r.sc.Null { // the benchmark's null sink has no Kafka
 		var err error
-		if ms, err = marker.Open(ctx, r.mc, r.log); err != nil {
+		if ms, err = kafkastate.Open(ctx, r.mc, r.log); err != nil {
 			return onKafka(err)
 		}
 		r.hist.setStore(ms)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/replication"
-	"github.com/walrelay/walrelay/sink"
 )
 
 // checkpointSource names the slot for the exactly-once checkpoint key: the
@@ -15,15 +15,15 @@ import (
 // reports them on a replication connection (what the role streams with
 // needs no other privilege); and the server's timeline with its history
 // (TIMELINE_HISTORY), which say what of a checkpoint's WAL the server has.
-func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, error) {
+func checkpointSource(ctx context.Context, rc replication.Config) (kafkastate.Source, error) {
 	conn, err := replication.ConnectReplication(ctx, rc)
 	if err != nil {
-		return sink.Source{}, err
+		return kafkastate.Source{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	id, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
-		return sink.Source{}, fmt.Errorf("identify system: %w", err)
+		return kafkastate.Source{}, fmt.Errorf("identify system: %w", err)
 	}
 	// N.B. the history of the timeline IDENTIFY_SYSTEM just named, on the
 	// same connection; the stream checks that its own server is on that
@@ -31,7 +31,7 @@ func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, 
 	// make the checkpoint cover the new timeline's transactions.
 	ends, err := replication.TimelineEnds(ctx, conn, id.Timeline)
 	if err != nil {
-		return sink.Source{}, err
+		return kafkastate.Source{}, err
 	}
-	return sink.Source{Slot: rc.Slot, Database: id.DBName, SystemID: id.SystemID, Timeline: id.Timeline, TimelineEnds: ends}, nil
+	return kafkastate.Source{Slot: rc.Slot, Database: id.DBName, SystemID: id.SystemID, Timeline: id.Timeline, TimelineEnds: ends}, nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -20,17 +20,17 @@ const markerInterval = 5 * time.Second
 // wrote or read, else the marker topic.
 type history struct {
 	mu    sync.Mutex
-	known map[string]marker.Marker // by marker.Key
-	store *marker.Store            // opened by the first attempt that reaches Kafka
+	known map[string]kafkastate.Marker // by kafkastate.Key
+	store *kafkastate.Store            // opened by the first attempt that reaches Kafka
 }
 
-func (h *history) setStore(s *marker.Store) {
+func (h *history) setStore(s *kafkastate.Store) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.store = s
 }
 
-func (h *history) getStore() *marker.Store {
+func (h *history) getStore() *kafkastate.Store {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.store
@@ -40,7 +40,7 @@ func (h *history) getStore() *marker.Store {
 func (h *history) has(system, database, slot string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, ok := h.known[marker.Key(system, database, slot)]
+	_, ok := h.known[kafkastate.Key(system, database, slot)]
 	return ok
 }
 
@@ -59,7 +59,7 @@ func (h *history) close() {
 // N.B. a marker this process wrote is answered from memory: a reconnect
 // that finds the slot gone stops even when Kafka cannot be read.
 func (h *history) LastConfirmed(ctx context.Context, system, database, slot string) (pglogrepl.LSN, time.Time, bool, error) {
-	key := marker.Key(system, database, slot)
+	key := kafkastate.Key(system, database, slot)
 	h.mu.Lock()
 	m, ok := h.known[key]
 	store := h.store
@@ -73,24 +73,24 @@ func (h *history) LastConfirmed(ctx context.Context, system, database, slot stri
 	}
 	lsn, at, found, err := store.LastConfirmed(ctx, system, database, slot)
 	if found {
-		h.remember(marker.Marker{Slot: slot, Database: database, SystemIdentifier: system, ConfirmedLSN: lsn.String(), UpdatedAt: at})
+		h.remember(kafkastate.Marker{Slot: slot, Database: database, SystemIdentifier: system, ConfirmedLSN: lsn.String(), UpdatedAt: at})
 	}
 	return lsn, at, found, err
 }
 
-func (h *history) remember(m marker.Marker) {
+func (h *history) remember(m kafkastate.Marker) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.known == nil {
-		h.known = map[string]marker.Marker{}
+		h.known = map[string]kafkastate.Marker{}
 	}
-	h.known[marker.Key(m.SystemIdentifier, m.Database, m.Slot)] = m
+	h.known[kafkastate.Key(m.SystemIdentifier, m.Database, m.Slot)] = m
 }
 
 // writeMarker records that the slot of st is walrelay's, confirmed at lsn,
 // and waits for Kafka's acknowledgement.
-func (r *Relay) writeMarker(ctx context.Context, ms *marker.Store, st replication.SlotState, lsn pglogrepl.LSN) error {
-	m := marker.Marker{Slot: r.rc.Slot, Database: st.Database, SystemIdentifier: st.SystemID,
+func (r *Relay) writeMarker(ctx context.Context, ms *kafkastate.Store, st replication.SlotState, lsn pglogrepl.LSN) error {
+	m := kafkastate.Marker{Slot: r.rc.Slot, Database: st.Database, SystemIdentifier: st.SystemID,
 		ConfirmedLSN: lsn.String(), UpdatedAt: time.Now().UTC()}
 	if ms != nil {
 		if err := ms.Write(ctx, m); err != nil {
@@ -105,7 +105,7 @@ func (r *Relay) writeMarker(ctx context.Context, ms *marker.Store, st replicatio
 // position at most every markerInterval, until done is closed or ctx ends.
 // A failed refresh is logged and retried: the marker only has to exist, its
 // position serves the log after a failover.
-func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *marker.Store, st replication.SlotState, stream *replication.Stream) error {
+func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkastate.Store, st replication.SlotState, stream *replication.Stream) error {
 	last := st.ConfirmedFlush
 	tick := time.NewTicker(markerInterval)
 	defer tick.Stop()

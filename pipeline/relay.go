@@ -13,7 +13,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/metrics"
-	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -34,9 +34,9 @@ type Config struct {
 	// LagWarnBytes: log a warning, at most once a minute, while the slot's
 	// lag exceeds this many bytes. Default 0: never.
 	LagWarnBytes int64
-	// Marker says where the slot markers are kept (package marker): its
+	// Marker says where the slot markers are kept (package kafkastate): its
 	// Brokers and Opts default to the sink's.
-	Marker marker.Config
+	Marker kafkastate.Config
 	// Metrics records the relay's metrics; the relay adds the gauges read
 	// from the running attempt (Metrics.ReadFrom). Default: a registry of
 	// its own, served by nobody.
@@ -62,7 +62,7 @@ type Relay struct {
 	rc           replication.Config
 	dc           decode.Config
 	sc           sink.Config
-	mc           marker.Config
+	mc           kafkastate.Config
 	hist         history
 	log          *zap.Logger
 	metrics      *metrics.Metrics
@@ -130,7 +130,7 @@ func (r *Relay) Abort() { r.abortOnce.Do(func() { close(r.abort) }) }
 func IsSetupError(err error) bool {
 	return errors.Is(err, replication.ErrSetup) || errors.Is(err, sink.ErrTopicMissing) || errors.Is(err, ErrColumns) ||
 		errors.Is(err, sink.ErrExactlyOnceSetup) || errors.Is(err, sink.ErrTransactionTooLong) ||
-		errors.Is(err, marker.ErrSetup)
+		errors.Is(err, kafkastate.ErrSetup)
 }
 
 // permanent errors stop the relay; everything else restarts it from the

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
 )
@@ -125,15 +127,7 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) (*k
 		}
 	}
 	tooLarge := errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
-	reason := "rejected_by_broker"
-	switch {
-	case tooLarge:
-		reason = "too_large"
-	case errors.Is(err, ErrTopicNotAllowed):
-		reason = ReasonTopicNotAllowed
-	case errors.Is(err, ErrTopicLimit):
-		reason = ReasonTopicLimit
-	}
+	reason := deadLetterReason(err)
 	// N.B. the commit time, not the record's: a record the broker
 	// rejected for its timestamp (an event timestamp from
 	// --timestamp-column too far ahead) would be rejected again.
@@ -323,4 +317,43 @@ type recordMeta struct {
 	commitLSN  pglogrepl.LSN
 	xid        uint32
 	commitTime time.Time // the transaction's, for the commit-to-ack latency
+}
+
+// poison dead-letters a poison event (reason: its walrelay.error.class).
+func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, reason string, a *txAcks, meta recordMeta) (*txAcks, error) {
+	dl, err := s.deadLetterEvent(tx, ev)
+	if err != nil {
+		return a, err
+	}
+	s.log.Warn("poison event: dead-lettered", zap.String("table", ev.Table), zap.Uint32("xid", tx.Xid),
+		zap.Stringer("commit_lsn", tx.CommitLSN), zap.ByteString("id", ev.ID), zap.String("topic", s.cfg.DeadLetterTopic), zap.Error(ev.Err))
+	s.metrics.DeadLetter(reason)
+	return s.produceDeadLetter(ctx, dl, a, meta)
+}
+
+// rejectRecord dead-letters record r, which cannot go to its topic (why),
+// logging msg. Admission decided on it: with --on-poison=halt it is not
+// called (haltError).
+func (s *Sink) rejectRecord(ctx context.Context, tx *decode.Tx, r *kgo.Record, why error, msg string, a *txAcks, meta recordMeta) (*txAcks, error) {
+	dl, err := s.deadLetterRejected(r, why, meta)
+	if err != nil {
+		return a, err
+	}
+	s.log.Warn(msg, zap.String("topic", r.Topic), zap.String("table", meta.table),
+		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(why))
+	s.metrics.DeadLetter(string(dl.Headers[0].Value))
+	return s.produceDeadLetter(ctx, dl, a, meta)
+}
+
+// produceDeadLetter hands a dead-letter record to the client; its promise
+// acknowledges the event.
+func (s *Sink) produceDeadLetter(ctx context.Context, dl *kgo.Record, a *txAcks, meta recordMeta) (*txAcks, error) {
+	a, err := s.handOver(ctx, dl, a, meta)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Add(1)
+	dl.Context = s.held
+	s.cl.Produce(ctx, dl, a.deadLettered)
+	return a, nil
 }

@@ -2,23 +2,20 @@ package sink
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/internal/kafkaconn"
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 // Exactly-once mode (Config.ExactlyOnce, --exactly-once).
@@ -53,8 +50,9 @@ import (
 // sink with ErrTransactionTooLong (the relay stops with exit 2); the Kafka
 // transaction is aborted and nothing of it is confirmed.
 
-// DefaultCheckpointTopic is the default CheckpointTopic.
-const DefaultCheckpointTopic = "walrelay.checkpoints"
+// DefaultCheckpointTopic is the default CheckpointTopic: the topic of
+// walrelay's slot markers (kafkastate.DefaultTopic).
+const DefaultCheckpointTopic = kafkastate.DefaultTopic
 
 // ErrTransactionTooLong is wrapped when a PostgreSQL transaction cannot be
 // relayed within one Kafka transaction's timeout.
@@ -68,52 +66,14 @@ var ErrFenced = errors.New("fenced (a newer producer of the transactional id too
 
 // ErrExactlyOnceSetup is wrapped when Kafka cannot give exactly-once as
 // configured (no transactions, a checkpoint topic that is not compacted, a
-// timeout the broker refuses): a person must fix it.
-var ErrExactlyOnceSetup = errors.New("exactly-once setup")
+// timeout the broker refuses): a person must fix it. It is kafkastate's,
+// whose ReadCheckpoint wraps it too.
+var ErrExactlyOnceSetup = kafkastate.ErrExactlyOnceSetup
 
-// Source names the slot a checkpoint belongs to.
-type Source struct {
-	Slot     string
-	Database string
-	// SystemID is the server's system identifier (IDENTIFY_SYSTEM).
-	SystemID string
-	// Timeline is the server's timeline (IDENTIFY_SYSTEM), written in each
-	// checkpoint: its LSNs are positions in this timeline's history.
-	Timeline int32
-	// TimelineEnds holds, for each ancestor of Timeline, the LSN where it
-	// ended in Timeline's history (its TIMELINE_HISTORY file); nil on
-	// timeline 1.
-	TimelineEnds map[int32]pglogrepl.LSN
-}
+// exactlyOnce is the exactly-once delivery strategy and its state.
+type exactlyOnce struct {
+	s *Sink
 
-// CheckpointKey is the checkpoint record key of src.
-func CheckpointKey(src Source) string {
-	return "eos/" + src.SystemID + "/" + src.Database + "/" + src.Slot
-}
-
-// Checkpoint is the value of a checkpoint record (JSON).
-type Checkpoint struct {
-	Slot             string `json:"slot"`
-	Database         string `json:"database"`
-	SystemIdentifier string `json:"system_identifier"`
-	// EndLSN is the end LSN of the last PostgreSQL transaction of the
-	// Kafka transaction: every transaction ending at or before it is in
-	// Kafka.
-	EndLSN string `json:"end_lsn"`
-	// CommitLSN is that transaction's commit LSN.
-	CommitLSN string `json:"commit_lsn"`
-	// Timeline is the server's timeline when the checkpoint was written:
-	// EndLSN is a position in its history. 0: written before walrelay
-	// recorded it.
-	Timeline        int32     `json:"timeline,omitempty"`
-	TransactionalID string    `json:"transactional_id"`
-	Transactions    int       `json:"transactions"` // PostgreSQL transactions with records in the Kafka transaction
-	Records         int       `json:"records"`      // their records (dead letters included)
-	WrittenAt       time.Time `json:"written_at"`
-}
-
-// eos is the sink's exactly-once state.
-type eos struct {
 	// mu is held by Produce for a whole call and by the committer for a
 	// commit: a Kafka transaction ends only between Produce calls.
 	mu sync.Mutex
@@ -127,7 +87,7 @@ type eos struct {
 
 	open bool // a Kafka transaction is begun
 	// unsure: a commit of it failed, so its state is not known here; it
-	// is not aborted on Close (see abortOpen).
+	// is not aborted on Close (see close).
 	unsure  bool
 	txs     []*checkpoint.Tx // its PostgreSQL transactions, each holding one pending ack
 	joined  bool             // the current PostgreSQL transaction is in txs
@@ -142,303 +102,59 @@ type eos struct {
 	curRecs atomic.Int64
 }
 
-// txnLimit is how long a Kafka transaction may stay open before the sink
-// gives up on it: 3/4 of the transaction timeout, the rest for the commit.
-func (c Config) txnLimit() time.Duration { return c.TransactionTimeout * 3 / 4 }
-
-// validateExactlyOnce adds the problems of the exactly-once settings.
-func (c Config) validateExactlyOnce() []error {
-	if !c.ExactlyOnce {
-		return nil
-	}
-	var errs []error
-	if err := decode.ValidTopic(c.CheckpointTopic); err != nil {
-		errs = append(errs, fmt.Errorf("checkpoint topic: %w", err))
-	}
-	// N.B. a record may wait for Kafka up to the delivery timeout: a
-	// transaction that cannot outlast that would be aborted by the broker
-	// while walrelay still waits, and look like a fencing.
-	if c.TransactionTimeout <= c.DeliveryTimeout {
-		errs = append(errs, fmt.Errorf("--kafka-transaction-timeout %s is not above --kafka-delivery-timeout %s: with --exactly-once a Kafka transaction must outlast a record's wait for Kafka; raise it (at most the broker's transaction.max.timeout.ms, default 15m) or lower the delivery timeout",
-			c.TransactionTimeout, c.DeliveryTimeout))
-	}
-	if c.CommitInterval <= 0 || c.CommitInterval > c.TransactionTimeout/4 {
-		errs = append(errs, fmt.Errorf("--transaction-commit-interval %s: want more than 0 and at most a quarter of --kafka-transaction-timeout (%s)", c.CommitInterval, c.TransactionTimeout/4))
-	}
-	if c.TransactionMaxRecords < 1 {
-		errs = append(errs, fmt.Errorf("transaction max records %d: want at least 1", c.TransactionMaxRecords))
-	}
-	if c.Null {
-		errs = append(errs, errors.New("--exactly-once needs Kafka: it cannot run with the null sink"))
-	}
-	return errs
+func newExactlyOnce(s *Sink) *exactlyOnce {
+	return &exactlyOnce{s: s, activate: make(chan struct{})}
 }
 
-// startExactlyOnce ensures the checkpoint topic and starts the committer.
-func (s *Sink) startExactlyOnce(ctx context.Context) error {
+// start ensures the checkpoint topic and starts the committer.
+func (e *exactlyOnce) start(ctx context.Context) error {
+	s := e.s
 	if s.cfg.Source.Slot == "" {
 		return fmt.Errorf("%w: no slot named for the checkpoint", ErrExactlyOnceSetup)
 	}
 	if err := s.ensureCheckpointTopic(ctx); err != nil {
 		return err
 	}
-	go s.committer()
+	go e.committer()
 	return nil
 }
 
-// HoldsSlot tells the sink that the replication stream holds the slot: in
-// exactly-once mode it then fences the older producers of its
-// transactional id and reads the checkpoint, without waiting for the
-// first transaction. Safe to call from any goroutine, more than once.
-func (s *Sink) HoldsSlot() {
-	if e := s.eos; e != nil {
-		e.actOnce.Do(func() { close(e.activate) })
-	}
+// holdsSlot fences the older producers of the transactional id and reads
+// the checkpoint (in the committer), without waiting for the first
+// transaction.
+func (e *exactlyOnce) holdsSlot() {
+	e.actOnce.Do(func() { close(e.activate) })
 }
 
-// eosInit fences every older producer of the transactional id and reads
-// the checkpoint, once; called with eos.mu held, while the stream holds
-// the slot.
-func (s *Sink) eosInit(ctx context.Context) error {
-	if s.eos.ready {
-		return nil
-	}
-	// N.B. the producer id first: InitProducerID fences every older
-	// producer of this transactional id and completes or aborts its open
-	// transaction, so that no commit can land after the checkpoint is read.
-	if _, _, err := s.cl.ProducerID(ctx); err != nil {
-		if errors.Is(err, kerr.InvalidTransactionTimeout) {
-			return fmt.Errorf("%w: init producer id: %w: lower --kafka-transaction-timeout (%s) to at most the broker's transaction.max.timeout.ms, or raise that", ErrExactlyOnceSetup, err, s.cfg.TransactionTimeout)
+func (e *exactlyOnce) lock()   { e.mu.Lock() }
+func (e *exactlyOnce) unlock() { e.mu.Unlock() }
+
+// begin skips a part the checkpoint covers (first, skip); the first part
+// of any other transaction may commit the open Kafka transaction first.
+func (e *exactlyOnce) begin(ctx context.Context, tx *decode.Tx) (skip bool, err error) {
+	if !tx.First {
+		if e.skipping != nil {
+			e.skip(tx)
+			return true, nil
 		}
-		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion) {
-			return fmt.Errorf("%w: init producer id for transactional id %q: %w (grant WRITE and DESCRIBE on the transactional id, on Kafka 0.11 or later)", ErrExactlyOnceSetup, s.cfg.TransactionalID, err)
-		}
-		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
+		return false, nil
 	}
-	end, last, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
-	if err != nil {
-		return err
+	if skip, err = e.first(ctx, tx); err != nil {
+		return false, err
 	}
-	cp, tli := end, int32(0)
-	if last != nil {
-		tli = last.Timeline
-		cp = s.checkpointBound(end, tli)
+	if skip {
+		e.skip(tx)
 	}
-	s.eos.checkpoint = cp
-	s.eos.ready = true
-	s.metrics.Checkpoint(uint64(cp), uint64(cp))
-	s.log.Info("exactly-once: checkpoint read; transactions ending at or before it are not produced again",
-		zap.String("transactional_id", s.cfg.TransactionalID), zap.String("topic", s.cfg.CheckpointTopic),
-		zap.String("key", CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
-		zap.Int32("timeline", s.cfg.Source.Timeline), zap.Stringer("skip_bound", cp))
-	return nil
+	return skip, nil
 }
 
-// ensureCheckpointTopic checks that the checkpoint topic exists and is
-// compacted, creating it (one partition, compacted) if allowed.
-func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {
-	t := s.cfg.CheckpointTopic
-	details, err := s.adm.ListTopics(ctx, t)
-	if err != nil {
-		return fmt.Errorf("list topics: %w", err)
-	}
-	if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		if !s.cfg.CreateTopics {
-			return fmt.Errorf("%w: checkpoint topic %s (create it with cleanup.policy=compact, or run with --create-topics)", ErrTopicMissing, t)
-		}
-		compact := "compact"
-		created, err := kafkaconn.CreateTopics(ctx, s.cl, s.log, s.cfg.DeliveryTimeout,
-			kafkaconn.Topic{Name: t, Partitions: 1, ReplicationFactor: s.cfg.TopicReplicationFactor, Configs: map[string]*string{"cleanup.policy": &compact}})
-		for _, c := range created {
-			s.log.Info("created checkpoint topic", zap.String("topic", t), zap.Int16("replication_factor", c.ReplicationFactor))
-		}
-		if err != nil {
-			return err
-		}
-	} else if d.Err != nil {
-		return fmt.Errorf("describe topic %s: %w", t, d.Err)
-	}
-	policy, err := s.cleanupPolicy(ctx, t)
-	if err != nil {
-		return err
-	}
-	// N.B. a deleting topic would drop the checkpoint after retention.ms,
-	// and the next start would produce again what it covered.
-	if !strings.Contains(policy, "compact") {
-		return fmt.Errorf("%w: checkpoint topic %s has cleanup.policy=%s: set it to compact (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact), or name another with --checkpoint-topic",
-			ErrExactlyOnceSetup, t, policy, t)
-	}
-	for tt, limit := range s.describeLimits(ctx, []string{t}, true) {
-		s.limits.m.Store(tt, limit)
-		s.known[tt] = limit
-	}
-	return nil
-}
-
-// cleanupPolicy reads topic's cleanup.policy.
-func (s *Sink) cleanupPolicy(ctx context.Context, topic string) (string, error) {
-	var last error
-	for try := 0; try < 20; try++ {
-		rcs, err := s.adm.DescribeTopicConfigs(ctx, topic)
-		if err == nil {
-			for _, rc := range rcs {
-				if rc.Err != nil {
-					err = rc.Err
-					continue
-				}
-				for _, c := range rc.Configs {
-					if c.Key == "cleanup.policy" && c.Value != nil {
-						return *c.Value, nil
-					}
-				}
-				return "delete", nil
-			}
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return "", fmt.Errorf("describe configs of topic %s: %w", topic, last)
-}
-
-// checkpointReadTimeout bounds reading the checkpoint topic.
-const checkpointReadTimeout = time.Minute
-
-// ReadCheckpoint reads topic with a read_committed consumer up to each
-// partition's last stable offset and returns the end LSN of the last
-// checkpoint record of src (0 and nil when there is none). opts connect a
-// client (brokers, TLS, SASL).
-func ReadCheckpoint(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic string, src Source) (pglogrepl.LSN, *Checkpoint, error) {
-	ctx, cancel := context.WithTimeout(ctx, checkpointReadTimeout)
-	defer cancel()
-	// N.B. the committed offsets are the last stable offsets: no record of
-	// an open transaction lies below them.
-	var ends, starts kadm.ListedOffsets
-	for try := 0; ; try++ {
-		var err error
-		if ends, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
-			starts, err = adm.ListStartOffsets(ctx, topic)
-		}
-		if err == nil {
-			err = ends.Error()
-		}
-		if err == nil {
-			err = starts.Error()
-		}
-		if err == nil {
-			break
-		}
-		// A topic just created may not be known to every broker yet.
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) && !errors.Is(err, kerr.NotLeaderForPartition) || try >= 50 {
-			return 0, nil, fmt.Errorf("list offsets of checkpoint topic %s: %w", topic, err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, nil, fmt.Errorf("list offsets of checkpoint topic %s: %w", topic, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	from := map[int32]kgo.Offset{}
-	want := map[int32]int64{}
-	var lerr error
-	ends.Each(func(o kadm.ListedOffset) {
-		start := int64(0)
-		if so, ok := starts.Lookup(topic, o.Partition); ok {
-			start = so.Offset
-		}
-		if o.Offset > start {
-			from[o.Partition] = kgo.NewOffset().At(start)
-			want[o.Partition] = o.Offset
-		}
-	})
-	if len(from) == 0 {
-		return 0, nil, nil
-	}
-	cl, err := kgo.NewClient(append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		// N.B. read_committed: an aborted checkpoint never counts. Control
-		// records are kept so that the position reaches the last stable
-		// offset, which is a commit marker after a transaction.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	)...)
-	if err != nil {
-		return 0, nil, fmt.Errorf("checkpoint consumer: %w", err)
-	}
-	defer cl.Close()
-	key := CheckpointKey(src)
-	next := map[int32]int64{}
-	var last *Checkpoint
-	for {
-		done := true
-		for p, end := range want {
-			done = done && next[p] >= end
-		}
-		if done {
-			break
-		}
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return 0, nil, fmt.Errorf("read checkpoint topic %s up to its last stable offsets: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
-		if ferr != nil {
-			return 0, nil, fmt.Errorf("read checkpoint topic %s: %w", topic, ferr)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			next[r.Partition] = r.Offset + 1
-			if r.Attrs.IsControl() || string(r.Key) != key {
-				return
-			}
-			if r.Value == nil { // a tombstone deletes the checkpoint
-				last = nil
-				return
-			}
-			var c Checkpoint
-			if err := json.Unmarshal(r.Value, &c); err != nil {
-				lerr = fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-				return
-			}
-			last = &c
-		})
-		if lerr != nil {
-			return 0, nil, fmt.Errorf("%w: %w", ErrExactlyOnceSetup, lerr)
-		}
-	}
-	if last == nil {
-		return 0, nil, nil
-	}
-	if last.Slot != src.Slot || last.Database != src.Database || last.SystemIdentifier != src.SystemID {
-		return 0, nil, fmt.Errorf("%w: checkpoint record %q names slot %q, database %q, system %s: it does not belong to this slot (delete it with a tombstone)",
-			ErrExactlyOnceSetup, key, last.Slot, last.Database, last.SystemIdentifier)
-	}
-	lsn, err := pglogrepl.ParseLSN(last.EndLSN)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: checkpoint record %q: end_lsn: %w", ErrExactlyOnceSetup, key, err)
-	}
-	return lsn, last, nil
-}
-
-// baseOpts connect a client of its own to the sink's brokers.
-func (s *Sink) baseOpts() []kgo.Opt {
-	return append([]kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.ClientID(s.cfg.ClientID),
-		kgo.WithLogger(zapLogger{l: s.log.Named("kgo")}),
-	}, s.cfg.Opts...)
-}
-
-// eosFirst handles the first part of a transaction: skipped if the
+// first handles the first part of a transaction: skipped if the
 // checkpoint covers it; otherwise the open Kafka transaction is committed
 // first when due.
-func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err error) {
-	e := s.eos
+func (e *exactlyOnce) first(ctx context.Context, tx *decode.Tx) (skip bool, err error) {
+	s := e.s
 	// N.B. a transaction comes only from a stream that holds the slot.
-	if err := s.eosInit(ctx); err != nil {
+	if err := e.init(ctx); err != nil {
 		return false, err
 	}
 	// N.B. commit records lie in commit order, and a transaction's commit
@@ -449,7 +165,7 @@ func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err erro
 		if e.skipped == 0 {
 			s.log.Info("exactly-once: skipping the transactions the checkpoint covers", zap.Stringer("commit_lsn", tx.CommitLSN), zap.Stringer("checkpoint", e.checkpoint))
 		}
-		e.skipping = s.tr.Begin(tx.CommitLSN)
+		e.skipping = s.tracker.Begin(tx.CommitLSN)
 		e.skipped++
 		return true, nil
 	}
@@ -457,8 +173,8 @@ func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err erro
 		s.log.Info("exactly-once: skipped the transactions the checkpoint covers", zap.Int("transactions", e.skipped))
 		e.skipped = 0
 	}
-	if e.open && s.due() {
-		if err := s.commit(ctx); err != nil {
+	if e.open && e.due() {
+		if err := e.commit(ctx); err != nil {
 			return false, err
 		}
 	}
@@ -470,23 +186,25 @@ func (s *Sink) eosFirst(ctx context.Context, tx *decode.Tx) (skip bool, err erro
 	return false, nil
 }
 
-// eosSkip ends a skipped part: a skipped transaction is confirmed as done.
-func (s *Sink) eosSkip(tx *decode.Tx) {
+// skip ends a skipped part: a skipped transaction is confirmed as done.
+func (e *exactlyOnce) skip(tx *decode.Tx) {
+	s := e.s
 	if tx.Last {
-		if tx.EndLSN > s.eos.checkpoint {
-			// Cannot happen (see eosFirst); said loudly if it does.
-			s.log.Error("exactly-once: skipped a transaction ending past the checkpoint", zap.Stringer("end_lsn", tx.EndLSN), zap.Stringer("checkpoint", s.eos.checkpoint))
+		if tx.EndLSN > e.checkpoint {
+			// Cannot happen (see first); said loudly if it does.
+			s.log.Error("exactly-once: skipped a transaction ending past the checkpoint", zap.Stringer("end_lsn", tx.EndLSN), zap.Stringer("checkpoint", e.checkpoint))
 		}
-		s.eos.skipping.Close(tx.EndLSN)
-		s.eos.skipping = nil
+		e.skipping.Close(tx.EndLSN)
+		e.skipping = nil
 		s.metrics.Skipped()
 	}
 }
 
-// eosJoin opens the Kafka transaction if none is, and makes the current
-// PostgreSQL transaction one of it, before its first record is produced.
-func (s *Sink) eosJoin() error {
-	e := s.eos
+// join opens the Kafka transaction if none is, and makes the current
+// PostgreSQL transaction (x, in the tracker) one of it, before its first
+// record is produced; the part has n records.
+func (e *exactlyOnce) join(x *checkpoint.Tx, n int) error {
+	s := e.s
 	if !e.open {
 		if err := s.cl.BeginTransaction(); err != nil {
 			return fmt.Errorf("begin kafka transaction: %w", fenced(err))
@@ -498,109 +216,50 @@ func (s *Sink) eosJoin() error {
 		// N.B. the extra pending acknowledgement, given at the commit: the
 		// watermark cannot pass this transaction before its Kafka
 		// transaction committed.
-		s.cur.Add(1)
-		e.txs = append(e.txs, s.cur)
+		x.Add(1)
+		e.txs = append(e.txs, x)
 		e.joined = true
 	}
+	e.records += n
+	e.curRecs.Add(int64(n))
 	return nil
 }
 
-// eosLast ends the current PostgreSQL transaction, committing the Kafka
+// last ends the current PostgreSQL transaction, committing the Kafka
 // transaction when it is due.
-func (s *Sink) eosLast(ctx context.Context, tx *decode.Tx) error {
-	e := s.eos
+func (e *exactlyOnce) last(ctx context.Context, tx *decode.Tx) error {
+	s := e.s
 	e.inPG.Store(false)
 	if !e.open {
 		return nil
 	}
 	e.lastEnd, e.lastCom = tx.EndLSN, tx.CommitLSN
 	s.metrics.Checkpoint(uint64(e.checkpoint), uint64(e.lastEnd))
-	if s.due() {
-		return s.commit(ctx)
+	if e.due() {
+		return e.commit(ctx)
 	}
 	return nil
 }
+
+// flush commits the open Kafka transaction, unless a PostgreSQL
+// transaction is half handed over.
+func (e *exactlyOnce) flush(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inPG.Load() {
+		return errors.New("flush: a transaction is half handed over; it is not committed")
+	}
+	return e.commit(ctx)
+}
+
+// haltsOnRejected: a record Kafka rejected on its own halts, its Kafka
+// transaction fit only to be aborted (produceIsolated).
+func (e *exactlyOnce) haltsOnRejected() string { return "--exactly-once halts on it" }
 
 // due reports whether the open Kafka transaction should be committed.
-func (s *Sink) due() bool {
-	e := s.eos
+func (e *exactlyOnce) due() bool {
+	s := e.s
 	return e.open && (e.records >= s.cfg.TransactionMaxRecords || time.Since(time.Unix(0, e.began.Load())) >= s.cfg.CommitInterval)
-}
-
-// commit writes the checkpoint, waits for every record of the Kafka
-// transaction and commits it; then the transactions in it may be confirmed.
-// Called with eos.mu held, between PostgreSQL transactions.
-func (s *Sink) commit(ctx context.Context) error {
-	e := s.eos
-	if !e.open {
-		return nil
-	}
-	if len(e.txs) > 0 {
-		v, _ := json.Marshal(Checkpoint{
-			Slot: s.cfg.Source.Slot, Database: s.cfg.Source.Database, SystemIdentifier: s.cfg.Source.SystemID,
-			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), Timeline: s.cfg.Source.Timeline, TransactionalID: s.cfg.TransactionalID,
-			Transactions: len(e.txs), Records: e.records, WrittenAt: time.Now().UTC(),
-		})
-		r := &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(CheckpointKey(s.cfg.Source)), Value: v}
-		// N.B. timed by the watchdog like any record.
-		h := s.clock.open()
-		h.pending.Add(1)
-		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			h.pending.Add(-1)
-			if err != nil {
-				s.metrics.Failure()
-				s.fail(fmt.Errorf("produce checkpoint to topic %s: %w", r.Topic, fenced(err)))
-			}
-		})
-		s.clock.seal(h)
-	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-s.failed:
-			cancel()
-		case <-s.closing:
-			cancel()
-		case <-fctx.Done():
-		}
-	}()
-	if err := s.cl.Flush(fctx); err != nil {
-		if serr := s.Err(); serr != nil {
-			return serr
-		}
-		return fmt.Errorf("flush kafka transaction: %w", err)
-	}
-	if err := s.Err(); err != nil {
-		return err
-	}
-	// N.B. never retried: an error leaves the outcome to the checkpoint,
-	// which the next attempt reads after fencing this producer.
-	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		err = fmt.Errorf("commit kafka transaction of %d postgresql transactions through end lsn %s: %w", len(e.txs), e.lastEnd, fenced(err))
-		if errors.Is(err, ErrFenced) {
-			// N.B. logged here: the attempt may end on another error
-			// first (a zombie's replication connection is gone too).
-			s.log.Error("kafka transaction not committed: fenced", zap.String("transactional_id", s.cfg.TransactionalID), zap.Error(err))
-		}
-		e.unsure = true
-		s.metrics.Failure()
-		s.fail(err)
-		return err
-	}
-	e.open = false
-	e.began.Store(0)
-	s.metrics.KafkaTransaction("committed")
-	if len(e.txs) > 0 {
-		e.checkpoint = e.lastEnd
-	}
-	s.metrics.Checkpoint(uint64(e.checkpoint), uint64(e.lastEnd))
-	for _, x := range e.txs {
-		x.Ack()
-	}
-	clear(e.txs)
-	e.txs, e.records = e.txs[:0], 0
-	return nil
 }
 
 // fenced wraps ErrFenced around an error that says a newer producer took
@@ -612,63 +271,7 @@ func fenced(err error) error {
 	return err
 }
 
-// committer commits the open Kafka transaction when it is due and no
-// PostgreSQL transaction is being handed over, and fails the sink when one
-// takes too long for the transaction timeout.
-func (s *Sink) committer() {
-	e := s.eos
-	tick := time.NewTicker(max(s.cfg.CommitInterval/2, 5*time.Millisecond))
-	defer tick.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-s.closing
-		// N.B. a commit in flight may finish: its outcome then is known
-		// (a zombie learns it was fenced), and Close waits for it.
-		time.Sleep(5 * time.Second)
-		cancel()
-	}()
-	select {
-	case <-s.closing:
-		return
-	case <-s.failed:
-		return
-	case <-e.activate:
-	}
-	e.mu.Lock()
-	err := s.eosInit(ctx)
-	e.mu.Unlock()
-	if err != nil {
-		s.fail(err)
-		return
-	}
-	for {
-		select {
-		case <-s.closing:
-			return
-		case <-s.failed:
-			return
-		case <-tick.C:
-		}
-		if b := e.began.Load(); b != 0 && e.inPG.Load() && time.Since(time.Unix(0, b)) > s.cfg.txnLimit() {
-			// N.B. the broker would abort the transaction at its timeout;
-			// walrelay gives up first, and says which transaction and what
-			// to raise.
-			s.fail(fmt.Errorf("%w: transaction xid %d (commit lsn %s, %d records handed over so far) was not relayed within 3/4 of --kafka-transaction-timeout %s: raise --kafka-transaction-timeout (at most the broker's transaction.max.timeout.ms, default 15m) or commit smaller transactions; nothing of it is committed or confirmed",
-				ErrTransactionTooLong, e.curXid.Load(), pglogrepl.LSN(e.curLSN.Load()), e.curRecs.Load(), s.cfg.TransactionTimeout))
-			return
-		}
-		if !e.mu.TryLock() {
-			continue
-		}
-		if !e.inPG.Load() && s.due() {
-			s.commit(ctx) // its failure fails the sink
-		}
-		e.mu.Unlock()
-	}
-}
-
-// abortOpen aborts the open Kafka transaction, if any, when the sink is
+// close aborts the open Kafka transaction, if any, when the sink is
 // discarded, so that read_committed consumers do not wait for the
 // broker's transaction timeout.
 //
@@ -681,8 +284,8 @@ func (s *Sink) committer() {
 // INVALID_PRODUCER_EPOCH 16 ms after the zombie's InitProducerID). Whoever
 // holds the slot next initializes the producer id before producing, which
 // aborts this transaction if it is still open.
-func (s *Sink) abortOpen() {
-	e := s.eos
+func (e *exactlyOnce) close() {
+	s := e.s
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.open {

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 func TestExactlyOnceConfig(t *testing.T) {
-	base := Config{ExactlyOnce: true, Source: Source{Slot: "s1"}}
+	base := Config{ExactlyOnce: true, Source: kafkastate.Source{Slot: "s1"}}
 	cases := []struct {
 		name string
 		mod  func(*Config)
@@ -40,9 +42,6 @@ func TestExactlyOnceConfig(t *testing.T) {
 		t.Errorf("defaults: transactional id %q, checkpoint topic %q, timeout %s; want walrelay-s1, walrelay.checkpoints, 5m",
 			got.TransactionalID, got.CheckpointTopic, got.TransactionTimeout)
 	}
-	if k := CheckpointKey(Source{Slot: "s", Database: "db", SystemID: "7"}); k != "eos/7/db/s" {
-		t.Errorf("CheckpointKey = %q, want eos/7/db/s", k)
-	}
 }
 
 // TestExactlyOnceWatermarkWaitsForTheCommit: the records of a transaction
@@ -52,7 +51,7 @@ func TestExactlyOnceWatermarkWaitsForTheCommit(t *testing.T) {
 	c := newCluster(t)
 	s, tr := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
 		cfg.ExactlyOnce = true
-		cfg.Source = Source{Slot: "s1", Database: "db", SystemID: "1"}
+		cfg.Source = kafkastate.Source{Slot: "s1", Database: "db", SystemID: "1"}
 		cfg.CommitInterval = 2 * time.Minute
 		cfg.TransactionTimeout = 10 * time.Minute
 	})
@@ -73,7 +72,7 @@ func TestExactlyOnceWatermarkWaitsForTheCommit(t *testing.T) {
 	if tr.Watermark() != end {
 		t.Fatalf("after the commit the watermark is %s, want %s", tr.Watermark(), end)
 	}
-	cp, _, err := ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
+	cp, _, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
 	if err != nil || cp != end {
 		t.Fatalf("checkpoint %s, %v; want %s", cp, err, end)
 	}
@@ -103,7 +102,7 @@ func TestExactlyOnceRejectedRecordHalts(t *testing.T) {
 	eos := func(cfg *Config) {
 		cfg.Isolation = iso
 		cfg.ExactlyOnce = true
-		cfg.Source = Source{Slot: "s1", Database: "db", SystemID: "1"}
+		cfg.Source = kafkastate.Source{Slot: "s1", Database: "db", SystemID: "1"}
 	}
 	s1, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute, eos)
 	if err := s1.Produce(ctx, tx(1, start+100, event("strict", "k", "id"))); err != nil && !errors.Is(err, ErrBatchRejected) {

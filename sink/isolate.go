@@ -77,12 +77,6 @@ func (i *Isolation) Active() bool {
 	return i.topics != nil
 }
 
-// isolated reports whether the record of ev goes one at a time.
-func (s *Sink) isolated(tx *decode.Tx, topic string) bool {
-	m := s.isoTopics.Load()
-	return m != nil && tx.CommitLSN <= s.isoThrough && (*m)[topic]
-}
-
 // corruptRetries is how often a lone record that the broker calls corrupt
 // is sent again before it counts as the record's fault: CORRUPT_MESSAGE
 // may come from a damaged request (franz-go does not retry it).
@@ -112,14 +106,14 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 		err = fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err)
 		s.fail(err)
 		return err
-	case s.cfg.OnPoison == OnPoisonHalt || s.eos != nil:
+	case s.cfg.OnPoison == OnPoisonHalt || s.delivery.haltsOnRejected() != "":
 		// N.B. in exactly-once mode a record that failed leaves its Kafka
 		// transaction fit only to be aborted, with this transaction's
 		// earlier records in it: it halts instead of being dead-lettered.
 		s.metrics.Failure()
 		why := "--on-poison=halt"
-		if s.eos != nil {
-			why = "--exactly-once halts on it"
+		if w := s.delivery.haltsOnRejected(); w != "" {
+			why = w
 		}
 		return fmt.Errorf("%w: xid %d, commit lsn %s, produce to topic %s: kafka rejected the record on its own: %w (%s: nothing from this event on is confirmed)",
 			ErrPoison, tx.Xid, tx.CommitLSN, r.Topic, err, why)

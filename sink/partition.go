@@ -8,8 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/walrelay/walrelay/decode"
 )
 
 // partitioner is Kafka's key hash (murmur2, as a Java producer) except for
@@ -46,7 +44,7 @@ func (t *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
 func (t *topicPartitioner) Partition(r *kgo.Record, n int) int {
 	switch {
 	case r.Partition < 0:
-		// N.B. checkPartition made sure the topic had the partition when
+		// N.B. admission made sure the topic had the partition when
 		// it was produced; a topic shrunk meanwhile fails the record in
 		// the client, which stops the relay (a broker would too).
 		t.last, t.pick = r, int(-r.Partition-1)
@@ -68,42 +66,32 @@ func (t *topicPartitioner) OnNewBatch() {
 	}
 }
 
-// checkPartition returns an error wrapping decode.ErrBadValue when the
-// event's partition is not one of its topic's; the topic is described
-// again first, in case partitions were added since it was checked.
-// N.B. Debezium's Connect producer fails its task at such a record
-// ("Invalid partition given with record"); here it is a poison event:
-// dead-lettered, or it halts the relay (--on-poison).
-func (s *Sink) checkPartition(ctx context.Context, ev *decode.Event) (poison, err error) {
-	if ev.Partition < s.partitions[ev.Topic] {
-		return nil, nil
-	}
+// recountPartitions describes topic again and stores its partition count,
+// when an event names a partition the topic did not have (admit's
+// recount): partitions may have been added since it was checked.
+func (s *Sink) recountPartitions(ctx context.Context, topic string) error {
 	// N.B. a topic just created may be missing from the metadata, or
 	// without partitions, for a moment: asked again a few times.
 	var d kadm.TopicDetail
 	for try := 1; ; try++ {
-		details, err := s.adm.ListTopics(ctx, ev.Topic)
+		details, err := s.adm.ListTopics(ctx, topic)
 		if err != nil {
-			return nil, fmt.Errorf("list topic %s: %w", ev.Topic, err)
+			return fmt.Errorf("list topic %s: %w", topic, err)
 		}
 		var ok bool
-		d, ok = details[ev.Topic]
+		d, ok = details[topic]
 		if ok && d.Err == nil && len(d.Partitions) > 0 {
 			break
 		}
 		if try >= 20 {
-			return nil, fmt.Errorf("describe topic %s: %w", ev.Topic, errors.Join(errors.New("topic has no partitions in the metadata"), d.Err))
+			return fmt.Errorf("describe topic %s: %w", topic, errors.Join(errors.New("topic has no partitions in the metadata"), d.Err))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	n := int32(len(d.Partitions))
-	s.partitions[ev.Topic] = n
-	if ev.Partition >= n {
-		return fmt.Errorf("%w: partition column gives partition %d, and topic %s has %d partitions (0 to %d)", decode.ErrBadValue, ev.Partition, ev.Topic, n, n-1), nil
-	}
-	return nil, nil
+	s.partitions[topic] = int32(len(d.Partitions))
+	return nil
 }

@@ -3,6 +3,8 @@ package sink
 import (
 	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 // coverage says how much of the WAL a checkpoint covers on the server's
@@ -30,7 +32,7 @@ const (
 // nothing: duplicates, never a gap. A checkpoint without a timeline
 // (cpTLI 0, written before walrelay recorded it) is taken for one of the
 // server's current timeline, which is what walrelay assumed before.
-func (src Source) skipBound(cp pglogrepl.LSN, cpTLI int32) (pglogrepl.LSN, coverage) {
+func skipBound(src kafkastate.Source, cp pglogrepl.LSN, cpTLI int32) (pglogrepl.LSN, coverage) {
 	if cpTLI == 0 || cpTLI == src.Timeline {
 		return cp, covered
 	}
@@ -48,7 +50,7 @@ func (src Source) skipBound(cp pglogrepl.LSN, cpTLI int32) (pglogrepl.LSN, cover
 // the checkpoint.
 func (s *Sink) checkpointBound(cp pglogrepl.LSN, cpTLI int32) pglogrepl.LSN {
 	src := s.cfg.Source
-	bound, cov := src.skipBound(cp, cpTLI)
+	bound, cov := skipBound(src, cp, cpTLI)
 	switch cov {
 	case sharedPart:
 		s.log.Warn("exactly-once: the checkpoint's timeline ended before the checkpoint in the server's timeline history (a failover to a standby that had not received all of it): only transactions ending at or before the switchpoint are skipped",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -51,8 +52,8 @@ func TestSkipBound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := Source{Timeline: c.tli, TimelineEnds: ends}
-			got, cov := src.skipBound(lsn(c.cp), c.cpTLI)
+			src := kafkastate.Source{Timeline: c.tli, TimelineEnds: ends}
+			got, cov := skipBound(src, lsn(c.cp), c.cpTLI)
 			if got != lsn(c.want) || cov != c.cov {
 				t.Errorf("checkpoint %s of timeline %d on timeline %d (history %q): bound %s (coverage %d), want %s (coverage %d)",
 					c.cp, c.cpTLI, c.tli, c.history, got, cov, c.want, c.cov)
@@ -69,7 +70,7 @@ func TestSkipBound(t *testing.T) {
 func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
-	src := Source{Slot: "s1", Database: "db", SystemID: "1", Timeline: 1}
+	src := kafkastate.Source{Slot: "s1", Database: "db", SystemID: "1", Timeline: 1}
 	s1, _ := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
 		cfg.ExactlyOnce = true
 		cfg.Source = src
@@ -84,7 +85,7 @@ func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	if err := s1.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, cp, err := ReadCheckpoint(ctx, s1.adm, s1.baseOpts(), s1.cfg.CheckpointTopic, src)
+	_, cp, err := kafkastate.ReadCheckpoint(ctx, s1.adm, s1.baseOpts(), s1.cfg.CheckpointTopic, src)
 	if err != nil || cp == nil || cp.Timeline != 1 || cp.EndLSN != end.String() {
 		t.Fatalf("checkpoint %+v, %v; want end_lsn %s on timeline 1", cp, err, end)
 	}
@@ -120,7 +121,7 @@ func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	if err := s2.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, cp, err = ReadCheckpoint(ctx, s2.adm, s2.baseOpts(), s2.cfg.CheckpointTopic, src2)
+	_, cp, err = kafkastate.ReadCheckpoint(ctx, s2.adm, s2.baseOpts(), s2.cfg.CheckpointTopic, src2)
 	if err != nil || cp == nil || cp.Timeline != 2 || cp.EndLSN != (switchpoint+0x100).String() {
 		t.Fatalf("checkpoint %+v, %v; want end_lsn %s on timeline 2", cp, err, switchpoint+0x100)
 	}

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -69,7 +69,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	// when run would stop on a slot that is gone.
 	mc := c.markerConfig()
 	mc.CreateTopic = false
-	if ms, err := marker.Open(ctx, mc, zap.NewNop()); err == nil {
+	if ms, err := kafkastate.Open(ctx, mc, zap.NewNop()); err == nil {
 		defer ms.Close()
 		rc.History = ms
 	}
@@ -112,7 +112,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 		ch.Warnings = append(ch.Warnings, standbyWarnings...)
 		results = append(results, checkResult{Check: ch})
 	}
-	for i, ch := range sink.Preflight(ctx, sc, marker.Preflight(mc.Topic, sc.CreateTopics)) {
+	for i, ch := range sink.Preflight(ctx, sc, kafkastate.Preflight(mc.Topic, sc.CreateTopics)) {
 		if i == 0 {
 			// N.B. check reports warnings as WARN lines, as Preflight's.
 			ch.Warnings = append(ch.Warnings, cfg.securityWarnings...)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/kafkaconn"
-	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -185,7 +185,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	boolVar(fs, &cfg.pgVerifiedTLS, "pg-require-verified-tls", true, "refuse to start (exit 2) when a PostgreSQL host other than loopback (localhost, 127.0.0.0/8, ::1, a socket) is not reached with sslmode=verify-full, in --pg-url and --pg-standby-url; false: connect anyway and log a warning")
 	boolVar(fs, &cfg.kafka.AllowPlainWithoutTLS, "kafka-allow-sasl-plain-without-tls", false, "let --kafka-sasl-mechanism PLAIN send the password in the clear when Kafka is reached without --kafka-tls (for a network that protects the connection itself); without it that is refused (exit 2)")
 	boolVar(fs, &cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
-	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", marker.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
+	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", kafkastate.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
 	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
 	durationVar(fs, &cfg.txnTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
 	durationVar(fs, &cfg.commitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
@@ -550,7 +550,7 @@ func (c *config) stages() (replication.Config, decode.Config, sink.Config, error
 		errs = append(errs, fmt.Errorf("--lag-warn-bytes %d: want 0 (never) or more", c.lagWarnBytes))
 	}
 	if c.checkpointTopic == "" {
-		errs = append(errs, fmt.Errorf("--checkpoint-topic is empty: name a compacted topic (default %s)", marker.DefaultTopic))
+		errs = append(errs, fmt.Errorf("--checkpoint-topic is empty: name a compacted topic (default %s)", kafkastate.DefaultTopic))
 	}
 	if c.httpIdle <= 0 {
 		errs = append(errs, fmt.Errorf("--http-idle-timeout %s: want more than 0 (default 30s)", c.httpIdle))
@@ -654,8 +654,8 @@ func (c *command) pipeline() pipeline.Config {
 
 // markerConfig is where the slot markers are kept: the sink's Kafka, the
 // --checkpoint-topic.
-func (c *command) markerConfig() marker.Config {
-	return marker.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
+func (c *command) markerConfig() kafkastate.Config {
+	return kafkastate.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
 		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
 }
 

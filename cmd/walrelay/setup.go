@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -277,8 +277,8 @@ func setupSlotGone(ctx context.Context, c *command, conn *pgx.Conn, db string, s
 	mc.CreateTopic = false
 	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ms, err := marker.Open(kctx, mc, zap.NewNop())
-	if errors.Is(err, marker.ErrSetup) {
+	ms, err := kafkastate.Open(kctx, mc, zap.NewNop())
+	if errors.Is(err, kafkastate.ErrSetup) {
 		return -1 // no compacted marker topic: no marker
 	}
 	if err != nil {

@@ -281,7 +281,7 @@ func TestExactlyOnceDeadLetterInTransaction(t *testing.T) {
 	for _, r := range recs {
 		id := txnID{r.ProducerID, r.ProducerEpoch}
 		if r.Topic == e.CheckpointTopic() && strings.HasPrefix(string(r.Key), "marker/") {
-			continue // N.B. the slot's marker (package marker) is written outside transactions
+			continue // N.B. the slot's marker (package kafkastate) is written outside transactions
 		}
 		if !r.Attrs.IsTransactional() {
 			t.Errorf("record at %s[%d]@%d was not written in a transaction", r.Topic, r.Partition, r.Offset)
