@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/procstat"
 	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // memoryInflight is --max-inflight-bytes in TestMemoryBoundPerRowShape;
@@ -171,7 +171,7 @@ func TestMemoryBoundPerRowShape(t *testing.T) {
 			peak := relay.PeakRSSMB()
 			gcCPU, gcs := gcSeconds(relay.Log())
 			cpu := cpuSeconds(relay.Pid())
-			fileMiB := float64(procstat.StatusKB(relay.Pid(), "RssFile")) / 1024 // the executable's pages, mostly
+			fileMiB := float64(proc.StatusKB(relay.Pid(), "RssFile")) / 1024 // the executable's pages, mostly
 			if code := relay.Stop(time.Minute); code != 0 {
 				t.Errorf("walrelay exit code %d, want 0", code)
 			}
