@@ -12,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/outbox"
 )
 
 // Partitioned outboxes: the usual way to get retention (drop old
@@ -25,7 +26,7 @@ import (
 // hash (2024 partitioned again by id). It returns the leaf partitions' names.
 func partitionedOutbox(t *testing.T, e *env, kind string) []string {
 	t.Helper()
-	cols := `id uuid NOT NULL, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
+	cols := outbox.Columns + `,
 		created_at timestamptz NOT NULL DEFAULT now()`
 	var ddl string
 	var parts []string
@@ -242,7 +243,7 @@ func TestPartitionAttachedWhileRunning(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Bed.Exec(t, e.DSN, `DROP TABLE outbox;
-		CREATE TABLE outbox (id uuid NOT NULL, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
+		CREATE TABLE outbox (`+outbox.Columns+`,
 			created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
 		CREATE TABLE outbox_2024 PARTITION OF outbox FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');
 		CREATE TABLE outbox_2025 PARTITION OF outbox FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');`)
