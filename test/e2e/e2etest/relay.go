@@ -216,12 +216,27 @@ func (c *Collector) WaitFor(n int, timeout time.Duration) []*kgo.Record {
 // endOffsets describes how many records each of the Collector's topics
 // holds, to tell a slow consumer from records that never arrived.
 func (c *Collector) endOffsets() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	listed, err := c.listEnds(10 * time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	listed.Each(func(o kadm.ListedOffset) {
+		out = append(out, fmt.Sprintf("%s[%d]=%d", o.Topic, o.Partition, o.Offset))
+	})
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// listEnds lists the end offsets of the Collector's topics (none when no
+// topic exists yet).
+func (c *Collector) listEnds(timeout time.Duration) (kadm.ListedOffsets, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	adm := kadm.NewClient(c.cl)
 	topics, err := adm.ListTopics(ctx)
 	if err != nil {
-		return err.Error()
+		return nil, fmt.Errorf("list topics: %w", err)
 	}
 	var names []string
 	for _, n := range topics.Names() {
@@ -229,16 +244,14 @@ func (c *Collector) endOffsets() string {
 			names = append(names, n)
 		}
 	}
-	ends, err := adm.ListEndOffsets(ctx, names...)
-	if err != nil {
-		return err.Error()
+	if len(names) == 0 {
+		return nil, nil
 	}
-	var out []string
-	ends.Each(func(o kadm.ListedOffset) {
-		out = append(out, fmt.Sprintf("%s[%d]=%d", o.Topic, o.Partition, o.Offset))
-	})
-	sort.Strings(out)
-	return strings.Join(out, " ")
+	listed, err := adm.ListEndOffsets(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %v: %w", names, err)
+	}
+	return listed, nil
 }
 
 // ToEnd lists the end offsets of the Collector's topics, waits until the
@@ -285,27 +298,11 @@ func (c *Collector) ToEnd() []*kgo.Record {
 // that holds records.
 func (c *Collector) ends() map[partition]int64 {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(c.cl)
-	topics, err := adm.ListTopics(ctx)
+	listed, err := c.listEnds(30 * time.Second)
 	if err != nil {
-		c.t.Fatalf("list topics: %v", err)
-	}
-	var names []string
-	for _, n := range topics.Names() {
-		if c.re.MatchString(n) {
-			names = append(names, n)
-		}
+		c.t.Fatal(err)
 	}
 	out := map[partition]int64{}
-	if len(names) == 0 {
-		return out
-	}
-	listed, err := adm.ListEndOffsets(ctx, names...)
-	if err != nil {
-		c.t.Fatalf("list end offsets of %v: %v", names, err)
-	}
 	listed.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			c.t.Fatalf("end offset of %s[%d]: %v", o.Topic, o.Partition, o.Err)
