@@ -20,7 +20,7 @@ build:
 	$(RELEASE_BUILD) -o $(BUILD_OUT) ./cmd/walrelay
 
 # One PostgreSQL (this machine's: Debian 12 has 15) and one Kafka for every
-# package (test/cmd/testbed); then the e2e suite on the newest PostgreSQL
+# package (test/cmd/testbed); then package test/e2e on the newest PostgreSQL
 # (fetched once, see make matrix). Then 600,000 runs of fuzzing the pgoutput
 # decoder (about 30 s here; a count, not a duration: Go 1.26's fuzzing
 # coordinator can fail a target that found nothing at the end of a duration,
@@ -29,19 +29,17 @@ build:
 # directory). The Kafka cluster scenarios (about 10 minutes even short) are
 # left to make cluster; TestKafkaDownMessages (a Kafka stop and start, half a
 # minute or more) to make chaos.
-# The second e2e run skips the failover tests: each starts a primary and a
-# standby of a fixed version of its own (15 or 17), not the bed's, so they
-# would run again unchanged. It also skips the tests of what happens on the
-# Kafka side (topic limits and creation, delivery and transaction timeouts,
-# the in-flight budget, the HTTP server, metrics, configuration mistakes):
-# they do not depend on the PostgreSQL version, and make matrix runs every
-# e2e test on each version.
+# The second run is the e2e package alone: the failover tests (each starts a
+# primary and a standby of a fixed version of its own, 15 or 17, not the
+# bed's) are in test/e2e/failover, the tests of what happens on the Kafka
+# side (topic limits and creation, delivery and transaction timeouts, the
+# in-flight budget, the HTTP server, metrics, configuration mistakes) in
+# test/e2e/kafkaside: neither depends on the bed's PostgreSQL version, and
+# make matrix runs every e2e package on each version.
 PG_NEWEST ?= 18
-OWN_PAIR_TESTS = TestFailover|TestExistingSlotBecomesFailoverSlot|TestExactlyOnceFailoverToLaggingStandby
-KAFKA_SIDE_TESTS = TestMemoryBoundPerRowShape|TestTransactionLongerThanTheDeliveryTimeout|TestBacklogOlderThanTheDeliveryTimeout|TestExactlyOnceTransactionTooLong|TestExactlyOnceRefusals|TestCheckpointTopicMustBeCompacted|TestHTTPServerSheds|TestVersionStampedLoggedAndExported|TestRowDataCannotCreateTopicsAtWill|TestRefusedTopicHalts|TestTopicLimit|TestDeadLetterRecordAlwaysFits|TestRecordLargerThanItsTopicLimit|TestMetricsMatchKafka|TestKafkaUnreachableAtStart|TestKafkaSASLWithoutTLS|TestCreatedTopicIsReadyBeforeItsFirstRecord|TestMissingTopicWithoutCreateTopics|TestDeployQueriesUseExportedMetrics|TestLinger|TestMurmur2MatchesKafka|TestZeroDurationsAreRefused|TestConfigurationMistakesExit2
 test:
 	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^(TestCluster|TestKafkaDownMessages$$)' ./...
-	WALRELAY_TEST_PG_VERSION=$(PG_NEWEST) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^($(OWN_PAIR_TESTS)|$(KAFKA_SIDE_TESTS))' ./test/e2e/
+	WALRELAY_TEST_PG_VERSION=$(PG_NEWEST) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m ./test/e2e/
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 600000x ./decode/
 	$(MAKE) --no-print-directory compat COMPAT_OUT="$$(mktemp -d)"
 
@@ -74,7 +72,7 @@ EXPLORE_CASES ?= 300
 explore:
 	EXPLORE_CASES=$(EXPLORE_CASES) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -v -timeout 12h -run TestExplore ./test/explore/
 
-# The e2e suite and the short fault run (kill -9, PostgreSQL restart,
+# The e2e suite (test/e2e/...) and the short fault run (kill -9, PostgreSQL restart,
 # PostgreSQL connection cuts) on PostgreSQL 14 to 18, each on a bed of its own
 # (WALRELAY_TEST_PG_VERSION; versions Debian lacks are fetched once with npm).
 # Report: MATRIX_OUT/DATE-HOST-pg-matrix.md (table and RESULT lines), logs

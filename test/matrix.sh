@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make matrix: the e2e suite and the short fault run (kill -9, PostgreSQL
-# restart, PostgreSQL connection cuts) on each PostgreSQL version, each on a
-# bed of its own (test/cmd/testbed with WALRELAY_TEST_PG_VERSION). Writes
+# make matrix: the e2e suite (test/e2e/...) and the short fault run (kill
+# -9, PostgreSQL restart, PostgreSQL connection cuts) on each PostgreSQL
+# version, each on a bed of its own (test/cmd/testbed with
+# WALRELAY_TEST_PG_VERSION). Writes
 # OUT/DATE-HOST-pg-matrix.md: a table version x scenario x
 # lost/phantom/order/duplicates/time and the RESULT and FIGURES lines; the
 # full go test output goes next to it (.log per version). Exit 1 if any
@@ -37,10 +38,10 @@ failed=0
 for v in "${versions[@]}"; do
   log="$logs/pg$v.log"
   echo "matrix: PostgreSQL $v (log $log)"
-  # N.B. both packages run on one bed; a failing e2e run does not skip the
-  # faults.
+  # N.B. the e2e packages (test/e2e and its kafkaside and failover) and the
+  # faults run on one bed; a failing e2e run does not skip the faults.
   WALRELAY_TEST_PG_VERSION=$v $go run ./test/cmd/testbed -- bash -c '
-    "$0" test -count=1 -v -timeout 45m ./test/e2e/; e=$?
+    "$0" test -count=1 -v -timeout 45m ./test/e2e/...; e=$?
     "$0" test -count=1 -v -timeout 45m -run "$1" ./test/fault/; f=$?
     exit $((e | f))' "$go" "$faults" >"$log" 2>&1
   rc=$?
@@ -53,7 +54,8 @@ for v in "${versions[@]}"; do
       name = $3; time = $4; gsub(/[()]/, "", time)
       status[name] = $2; dur[name] = time; order[++n] = name
     }
-    /^(ok|FAIL)[ \t]+github.com\/walrelay\/walrelay\/test\/e2e/ { e2etime = $NF }
+    # the times of the e2e packages, added up
+    /^(ok|FAIL)[ \t]+github.com\/walrelay\/walrelay\/test\/e2e/ { t = $NF; sub(/s$/, "", t); e2esecs += t; e2etime = e2esecs "s" }
     / RESULT Test/ {
       for (i = 1; i <= NF; i++) {
         if ($i == "RESULT") name = $(i + 1)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -66,7 +67,7 @@ func TestDebeziumPublicationTakeover(t *testing.T) {
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out := runOnce(t, nil, "import-debezium", "--format", "flags", file)
+	code, out := e2etest.RunOnce(t, nil, "import-debezium", "--format", "flags", file)
 	if code != 0 {
 		t.Fatalf("walrelay import-debezium: exit %d:\n%s", code, out)
 	}
@@ -86,13 +87,13 @@ func TestDebeziumPublicationTakeover(t *testing.T) {
 	}
 	// N.B. what a connector file does not hold: the brokers, and where
 	// the metrics are served.
-	args = append(args, "--brokers", strings.Join(e.kafkaBrokers(), ","), "--status-interval", "1s",
+	args = append(args, "--brokers", strings.Join(e.KafkaBrokers(), ","), "--status-interval", "1s",
 		"--topic-partitions", "3", "--http-addr", "127.0.0.1:0", "--create=false")
 	environ := []string{"PGPASSWORD=" + pc.Password}
-	relay := &relayProc{Relay: harness.StartProcess(t, relayBin, environ, append([]string{"run"}, args...)), t: t, env: e}
+	relay := &relayProc{Relay: harness.StartProcess(t, relayBin, environ, append([]string{"run"}, args...)), T: t, Env: e}
 	relay.WaitStreaming()
 
-	wit := e.witness(t)
+	wit := e.Witness(t)
 	conn := harness.Connect(t, e.DSN)
 	defer conn.Close(context.Background())
 	ctx := context.Background()
@@ -150,7 +151,7 @@ func TestBytesConverterRefusesNonByteaPayload(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for _, cmd := range []string{"check", "run"} {
-		code, out := runOnce(t, nil, e.runArgs(cmd, "--value-converter", "bytes")...)
+		code, out := e2etest.RunOnce(t, nil, e.Args(cmd, "--value-converter", "bytes")...)
 		if code != 2 || !strings.Contains(out, "payload") || !strings.Contains(out, "bytea") {
 			t.Errorf("walrelay %s --value-converter bytes on a jsonb payload: exit code %d, want 2 naming the payload column and bytea:\n%s", cmd, code, out)
 		}
@@ -167,12 +168,12 @@ func TestJSONSchemaNullabilityMismatchRefused(t *testing.T) {
 	e := newEnv(t)
 	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET NOT NULL`)
 	for _, cmd := range []string{"check", "run"} {
-		code, out := runOnce(t, nil, e.runArgs(cmd, "--value-converter", "json-schema")...)
+		code, out := e2etest.RunOnce(t, nil, e.Args(cmd, "--value-converter", "json-schema")...)
 		if code != 2 || !strings.Contains(out, "--nullable-columns") || !strings.Contains(out, "NOT NULL") {
 			t.Errorf("walrelay %s --value-converter json-schema with a NOT NULL payload: exit code %d, want 2 naming NOT NULL and --nullable-columns:\n%s", cmd, code, out)
 		}
 	}
-	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json-schema", "--nullable-columns", "")...); code != 0 {
+	if code, out := e2etest.RunOnce(t, nil, e.Args("check", "--value-converter", "json-schema", "--nullable-columns", "")...); code != 0 {
 		t.Errorf("walrelay check with --nullable-columns '': exit code %d, want 0:\n%s", code, out)
 	}
 }
@@ -200,7 +201,7 @@ func TestCheckDebeziumSlot(t *testing.T) {
 	} {
 		e.Bed.Exec(t, e.DSN, `DROP PUBLICATION IF EXISTS `+pub)
 		e.Bed.Exec(t, e.DSN, tc.ddl)
-		code, out := runOnce(t, nil, e.runArgs("check", "--create=false")...)
+		code, out := e2etest.RunOnce(t, nil, e.Args("check", "--create=false")...)
 		if code != 0 {
 			t.Errorf("%s: walrelay check: exit code %d, want 0:\n%s", tc.mode, code, out)
 		}
@@ -247,7 +248,7 @@ func TestCheckDebeziumSlot(t *testing.T) {
 	if !s.Active {
 		t.Fatalf("slot %s not active after START_REPLICATION: %+v", active, s)
 	}
-	code, out := runOnce(t, nil, e.runArgs("check", "--create=false", "--slot", active)...)
+	code, out := e2etest.RunOnce(t, nil, e.Args("check", "--create=false", "--slot", active)...)
 	want := "WARN  slot takeover: slot " + strconv.Quote(active) + " is streamed by pid " + strconv.Itoa(int(s.ActivePID)) + " (Debezium still running?): stop the connector first"
 	if !strings.Contains(out, want) || !strings.Contains(out, "active, held by pid "+strconv.Itoa(int(s.ActivePID))) {
 		t.Errorf("walrelay check on a streamed slot (exit code %d) lacks %q:\n%s", code, want, out)
@@ -262,7 +263,7 @@ func TestCheckDebeziumSlot(t *testing.T) {
 	other := e.Slot + "_decoding"
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, other)
 	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, other) })
-	if code, out := runOnce(t, nil, e.runArgs("check", "--create=false", "--slot", other)...); code != 2 || !strings.Contains(out, "test_decoding") {
+	if code, out := e2etest.RunOnce(t, nil, e.Args("check", "--create=false", "--slot", other)...); code != 2 || !strings.Contains(out, "test_decoding") {
 		t.Errorf("walrelay check on a test_decoding slot: exit code %d, want 2 naming the plugin:\n%s", code, out)
 	}
 }
@@ -277,16 +278,16 @@ func TestJSONSchemaConstantDefaultRefused(t *testing.T) {
 	e := newEnv(t)
 	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET DEFAULT '{}'::jsonb`)
 	for _, cmd := range []string{"check", "run"} {
-		code, out := runOnce(t, nil, e.runArgs(cmd, "--value-converter", "json-schema")...)
+		code, out := e2etest.RunOnce(t, nil, e.Args(cmd, "--value-converter", "json-schema")...)
 		if code != 2 || !strings.Contains(out, "DEFAULT '{}'::jsonb") || !strings.Contains(out, "DROP DEFAULT") {
 			t.Errorf("walrelay %s --value-converter json-schema with a constant payload default: exit code %d, want 2 naming the default and DROP DEFAULT:\n%s", cmd, code, out)
 		}
 	}
-	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json")...); code != 0 {
+	if code, out := e2etest.RunOnce(t, nil, e.Args("check", "--value-converter", "json")...); code != 0 {
 		t.Errorf("walrelay check --value-converter json: exit code %d, want 0:\n%s", code, out)
 	}
 	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN payload SET DEFAULT jsonb_build_object()`)
-	if code, out := runOnce(t, nil, e.runArgs("check", "--value-converter", "json-schema")...); code != 0 {
+	if code, out := e2etest.RunOnce(t, nil, e.Args("check", "--value-converter", "json-schema")...); code != 0 {
 		t.Errorf("walrelay check --value-converter json-schema with a function default: exit code %d, want 0:\n%s", code, out)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -23,11 +24,11 @@ import (
 func TestCommittedOutboxRowsExactlyOnceInCommitOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	wit := e.witness(t)
+	wit := e.Witness(t)
 	w := &harness.Workload{Writers: 4, Events: 10000, Aggregates: 100, MaxTxRows: 20, Rollback: 0.1, Business: 0.3}
 	w.Prepare(t, e.Env)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 
 	start := time.Now()
@@ -50,7 +51,7 @@ func TestCommittedOutboxRowsExactlyOnceInCommitOrder(t *testing.T) {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= last
 	})
 	recs := c.ToEnd()
-	v := checkRecords(t, e, recs, rows, w.RolledBack(), 3, false)
+	v := e2etest.CheckRecords(t, e, recs, rows, w.RolledBack(), 3, false)
 	if len(w.RolledBack()) == 0 {
 		t.Errorf("the workload rolled nothing back; the test proves less than it claims")
 	}
@@ -69,9 +70,9 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 	e := newEnv(t)
 	w := &harness.Workload{Writers: 1, Events: 200, Aggregates: 10, MaxTxRows: 5}
 	w.Prepare(t, e.Env)
-	wit := e.witness(t)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	wit := e.Witness(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	if err := w.Run(context.Background(), e.Env); err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 		}
 	}()
 	// One transaction while Kafka is down.
-	xid := e.txXid(t, func(tx pgx.Tx) {
+	xid := e.TxXid(t, func(tx pgx.Tx) {
 		for i := 0; i < 50; i++ {
 			if _, err := tx.Exec(context.Background(), `INSERT INTO outbox VALUES ($1, $2, 'agg-down', 'OrderCreated', jsonb_build_object('seq', $3::int))`, harness.NewUUID(), e.AggType(0), i+1); err != nil {
 				t.Fatal(err)
@@ -97,7 +98,7 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 	// Several status intervals pass with the records unacknowledged.
 	for i := 0; i < 8; i++ {
 		time.Sleep(time.Second)
-		e.checkPending(t, wit, xid, "the transaction committed while Kafka was down")
+		e.CheckPending(t, wit, xid, "the transaction committed while Kafka was down")
 		if t.Failed() {
 			t.FailNow()
 		}
@@ -112,7 +113,7 @@ func TestKafkaDownHoldsTheSlot(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "confirmed_flush_lsn to pass the transaction once Kafka is back", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.ToEnd(), rows, nil, 3, true)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 3, true)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
@@ -125,8 +126,8 @@ func TestGracefulStopLosesAndDuplicatesNothing(t *testing.T) {
 	e := newEnv(t)
 	w := &harness.Workload{Writers: 2, Events: 6000, Aggregates: 50, MaxTxRows: 10, Rollback: 0.05, Pause: time.Millisecond}
 	w.Prepare(t, e.Env)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 
 	done := make(chan error, 1)
@@ -145,14 +146,14 @@ func TestGracefulStopLosesAndDuplicatesNothing(t *testing.T) {
 		if !strings.Contains(relay.Log(), `"stopped"`) {
 			t.Errorf("walrelay's log has no final \"stopped\" line")
 		}
-		relay = e.startRelay(t)
+		relay = e.Start(t)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
-	v := checkRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
+	v := e2etest.CheckRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
@@ -169,7 +170,7 @@ func TestIdleOutboxDoesNotPinWAL(t *testing.T) {
 	testbed.Disrupt(t) // alone, so that no other test's WAL is in flight
 	e := newEnv(t)
 	const interval = time.Second
-	relay := e.startRelay(t, "--status-interval", interval.String())
+	relay := e.Start(t, "--status-interval", interval.String())
 	relay.WaitStreaming()
 
 	conn := harness.Connect(t, e.DSN)
@@ -245,8 +246,8 @@ func TestHugeTransactionAndLargePayload(t *testing.T) {
 	// The walsender reads this at connection start: the transaction is far
 	// larger than its decoding memory and must spill.
 	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`ALTER DATABASE %q SET logical_decoding_work_mem = '64kB'`, db))
-	c := e.collect(t)
-	relay := e.startRelay(t, "--kafka-max-message-bytes", "16777216")
+	c := e.Collect(t)
+	relay := e.Start(t, "--kafka-max-message-bytes", "16777216")
 	relay.WaitStreaming()
 
 	const n = 100000
@@ -257,7 +258,7 @@ func TestHugeTransactionAndLargePayload(t *testing.T) {
 
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 3*time.Minute)
-	checkRecords(t, e, c.ToEnd(), rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 3, false)
 
 	var spilled int64
 	if err := e.Bed.QueryRow(t, e.DSN, `SELECT coalesce(sum(spill_txns), 0) FROM pg_stat_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&spilled); err != nil {
@@ -279,33 +280,4 @@ func slotLag(t *testing.T, e *env) uint64 {
 		t.Fatal(err)
 	}
 	return uint64(max(lag, 0))
-}
-
-// TestBacklogOlderThanTheDeliveryTimeout: records carry their commit time;
-// a backlog committed longer ago than --kafka-delivery-timeout is relayed
-// like any other (the timeout counts from the hand-off to Kafka).
-func TestBacklogOlderThanTheDeliveryTimeout(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	c := e.collect(t)
-	relay := e.startRelay(t)
-	relay.WaitStreaming()
-	if code := relay.Stop(time.Minute); code != 0 {
-		t.Fatalf("exit code %d", code)
-	}
-	// The topic exists, so that its creation does not count against the
-	// short timeout below.
-	e.Bed.CreateTopic(t, "outbox.event."+e.AggType(0), 3)
-	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 7), 'T', jsonb_build_object('seq', 1 + i / 7) FROM generate_series(0, 499) i`, e.AggType(0))
-	time.Sleep(6 * time.Second) // older than the delivery timeout below
-	relay = e.startRelay(t, "--kafka-delivery-timeout", "5s")
-	rows := e.CommittedRows(t)
-	c.WaitFor(len(rows), time.Minute)
-	checkRecords(t, e, c.ToEnd(), rows, nil, 3, false)
-	if strings.Contains(relay.Log(), "restarting") {
-		t.Errorf("walrelay restarted while relaying an old backlog")
-	}
-	if code := relay.Stop(time.Minute); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -24,15 +25,15 @@ func TestRowLargerThanPGMaxMessageBytes(t *testing.T) {
 	// replication message (the whole row) is large.
 	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN wide text`)
 	const limit, wide = 1 << 20, 2 << 20
-	wit := e.witness(t)
-	c := e.collect(t)
-	relay := e.startRelay(t, "--pg-max-message-bytes", strconv.Itoa(limit))
+	wit := e.Witness(t)
+	c := e.Collect(t)
+	relay := e.Start(t, "--pg-max-message-bytes", strconv.Itoa(limit))
 	relay.WaitStreaming()
 
-	before := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, harness.NewUUID(), e.AggType(0))
+	before := e.ExecXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
-	big := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}', repeat('x', $3::int))`, harness.NewUUID(), e.AggType(0), wide)
-	after := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 3}')`, harness.NewUUID(), e.AggType(0))
+	big := e.ExecXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}', repeat('x', $3::int))`, harness.NewUUID(), e.AggType(0), wide)
+	after := e.ExecXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 3}')`, harness.NewUUID(), e.AggType(0))
 	if code := relay.Wait(time.Minute); code != 2 {
 		t.Fatalf("exit code %d, want 2 for a row larger than --pg-max-message-bytes", code)
 	}
@@ -53,14 +54,14 @@ func TestRowLargerThanPGMaxMessageBytes(t *testing.T) {
 	if lsn < ends[before] || lsn >= ends[big] {
 		t.Errorf("reported LSN %s is not within the large row's transaction (after %s, before its commit end %s)", lsn, ends[before], ends[big])
 	}
-	e.checkPending(t, wit, big, "the transaction with the large row")
-	e.checkPending(t, wit, after, "the transaction after the large row")
+	e.CheckPending(t, wit, big, "the transaction with the large row")
+	e.CheckPending(t, wit, after, "the transaction after the large row")
 
 	// Raised, the limit lets the row through, and everything after it.
-	relay = e.startRelay(t, "--pg-max-message-bytes", strconv.Itoa(4*wide))
+	relay = e.Start(t, "--pg-max-message-bytes", strconv.Itoa(4*wide))
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), time.Minute)
-	checkRecords(t, e, c.ToEnd(), rows, nil, 3, true)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 3, true)
 	harness.WaitFor(t, time.Minute, "confirmed_flush_lsn to pass the large row", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= wit.CommitEnds(t)[after]
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -31,13 +32,13 @@ const emitSQL = `SELECT walrelay.emit($1, $2, 'OrderCreated', $3::jsonb)::text`
 func TestMessagesRelayedLikeRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	if out, code := runCmd(t, e, "setup", "--source", "tables,messages", "--role", ""); code != 0 {
+	if out, code := e2etest.RunCmd(t, e, "setup", "--source", "tables,messages", "--role", ""); code != 0 {
 		t.Fatalf("walrelay setup exit %d:\n%s", code, out)
 	}
 	dlq := e.Prefix + ".dlq"
-	c := e.collect(t)
-	dc := e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
-	relay := e.startRelay(t, "--source", "tables,messages", "--dlq-topic", dlq)
+	c := e.Collect(t)
+	dc := e.CollectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
+	relay := e.Start(t, "--source", "tables,messages", "--dlq-topic", dlq)
 	relay.WaitStreaming()
 
 	ctx := context.Background()
@@ -225,7 +226,7 @@ func TestMessagesOnlySource(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Bed.Exec(t, e.DSN, `DROP TABLE outbox`)
-	out, code := runCmd(t, e, "check", "--source", "messages")
+	out, code := e2etest.RunCmd(t, e, "check", "--source", "messages")
 	for _, want := range []string{
 		"PASS  outbox tables exist: none: --source messages reads no outbox table",
 		`PASS  publication: missing: will be created at start (--create): CREATE PUBLICATION "` + e.Pub + `"`,
@@ -238,8 +239,8 @@ func TestMessagesOnlySource(t *testing.T) {
 	if code != 0 {
 		t.Errorf("walrelay check exit %d, want 0:\n%s", code, out)
 	}
-	c := e.collect(t)
-	relay := e.startRelay(t, "--source", "messages", "--message-prefix", "ev")
+	c := e.Collect(t)
+	relay := e.Start(t, "--source", "messages", "--message-prefix", "ev")
 	relay.WaitStreaming()
 	var ids []string
 	for i := range 3 {
@@ -276,7 +277,7 @@ func TestMessagesOnlySource(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
-	out, code = runCmd(t, e, "check", "--source", "messages")
+	out, code = e2etest.RunCmd(t, e, "check", "--source", "messages")
 	if want := "PASS  publication: exists; --source messages needs no table in it"; !strings.Contains(out, want) || code != 0 {
 		t.Errorf("walrelay check after the run (exit %d) does not say %q:\n%s", code, want, out)
 	}
@@ -290,9 +291,9 @@ func TestMessageNotConfirmedBeforeAck(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	dlq := e.Prefix + ".dlq"
-	dc := e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
-	c := e.collect(t)
-	relay := e.startRelay(t, "--source", "messages", "--on-poison", "halt", "--dlq-topic", dlq)
+	dc := e.CollectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
+	c := e.Collect(t)
+	relay := e.Start(t, "--source", "messages", "--on-poison", "halt", "--dlq-topic", dlq)
 	relay.WaitStreaming()
 	good := func() string {
 		id := harness.NewUUID()
@@ -316,7 +317,7 @@ func TestMessageNotConfirmedBeforeAck(t *testing.T) {
 	if s := e.Bed.Slot(t, e.DSN, e.Slot); s.ConfirmedFlushLSN > poisonLSN {
 		t.Errorf("confirmed_flush_lsn %s is past the poison message at %s, which was never acknowledged", s.ConfirmedFlushLSN, poisonLSN)
 	}
-	relay = e.startRelay(t, "--source", "messages", "--dlq-topic", dlq)
+	relay = e.Start(t, "--source", "messages", "--dlq-topic", dlq)
 	relay.WaitStreaming()
 	dead := dc.WaitFor(1, time.Minute)
 	if v := string(dead[0].Value); v != `{"content":"poison"}` {

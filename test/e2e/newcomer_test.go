@@ -1,43 +1,14 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
-
-// runFor runs the binary like runOnce but gives up after timeout: a command
-// that should have exited and did not is reported with exit code -1.
-func runFor(t *testing.T, timeout time.Duration, env []string, args ...string) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, relayBin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		return -1, out.String() + "\n(killed: still running after " + timeout.String() + ")"
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String()
-	case err != nil:
-		t.Fatalf("run walrelay: %v", err)
-	}
-	return 0, out.String()
-}
 
 func withDatabase(t *testing.T, dsn, db string) string {
 	t.Helper()
@@ -62,7 +33,7 @@ func TestFirstConnectionRefusedExits2(t *testing.T) {
 		name, dsn string
 		want      []string
 	}{
-		{"unknown role", withUser(t, e.DSN, "nosuchrole_"+e.Prefix, "pw"), []string{"SQLSTATE 28000", "fix the user in --pg-url (WALRELAY_PG_URL", `user "nosuchrole_` + e.Prefix + `"`}},
+		{"unknown role", e2etest.WithUser(t, e.DSN, "nosuchrole_"+e.Prefix, "pw"), []string{"SQLSTATE 28000", "fix the user in --pg-url (WALRELAY_PG_URL", `user "nosuchrole_` + e.Prefix + `"`}},
 		{"unknown database", withDatabase(t, e.DSN, "nosuchdb_"+e.Prefix), []string{"SQLSTATE 3D000", "fix the database in --pg-url (WALRELAY_PG_URL", `database "nosuchdb_` + e.Prefix + `"`}},
 	}
 	for _, c := range cases {
@@ -72,7 +43,7 @@ func TestFirstConnectionRefusedExits2(t *testing.T) {
 				{"check", "--pg-url", c.dsn, "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub},
 				{"status", "--pg-url", c.dsn, "--slot", e.Slot},
 			} {
-				code, out := runFor(t, 30*time.Second, nil, cmd...)
+				code, out := e2etest.RunFor(t, 30*time.Second, nil, cmd...)
 				if code != 2 {
 					t.Errorf("%s: exit code %d, want 2; output:\n%s", cmd[0], code, out)
 				}
@@ -99,7 +70,7 @@ func TestFirstConnectionRefusedExits2(t *testing.T) {
 func TestPostgresUnreachableAtStartRetries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	relay := e.startRelay(t, "--pg-url", "postgres://postgres:hidden-pw@127.0.0.1:1/"+e.Database(t))
+	relay := e.Start(t, "--pg-url", "postgres://postgres:hidden-pw@127.0.0.1:1/"+e.Database(t))
 	const want = `"msg":"cannot connect to PostgreSQL, never connected yet: retrying; if it persists check --pg-url (WALRELAY_PG_URL)","connecting_to":"host 127.0.0.1 port 1, database`
 	harness.WaitFor(t, 30*time.Second, "a log line saying walrelay never connected", func() bool {
 		if relay.Exited() {
@@ -130,8 +101,8 @@ func TestLoginRefusedAfterStreamingIsRetried(t *testing.T) {
 	role, renamed := "wr_"+e.Prefix, "wr_"+e.Prefix+"_away"
 	e.Bed.Exec(t, e.DSN, `CREATE ROLE `+role+` LOGIN REPLICATION; ALTER TABLE outbox OWNER TO `+role+`; GRANT CREATE ON DATABASE `+e.Database(t)+` TO `+role)
 	t.Cleanup(func() { dropRoles(t, e, role, renamed) })
-	c := e.collect(t)
-	relay := e.startRelay(t, "--pg-url", withUser(t, e.DSN, role, ""))
+	c := e.Collect(t)
+	relay := e.Start(t, "--pg-url", e2etest.WithUser(t, e.DSN, role, ""))
 	relay.WaitStreaming()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
@@ -188,11 +159,11 @@ func TestCheckPrivilegesForCreate(t *testing.T) {
 	db := e.Database(t)
 	e.Bed.Exec(t, e.DSN, `CREATE ROLE `+role+` LOGIN REPLICATION; GRANT SELECT ON outbox TO `+role)
 	t.Cleanup(func() { dropRoles(t, e, role) })
-	dsn := withUser(t, e.DSN, role, "")
+	dsn := e2etest.WithUser(t, e.DSN, role, "")
 	brokers := strings.Join(e.Bed.Brokers(), ",")
 	check := []string{"check", "--pg-url", dsn, "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub}
 
-	code, out := runOnce(t, nil, check...)
+	code, out := e2etest.RunOnce(t, nil, check...)
 	for _, want := range []string{"FAIL  publication: role \"" + role + "\" may not create publication", `the CREATE privilege on database "` + db + `"`, "ownership of outbox", "CREATE PUBLICATION", "--create=false"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check as a role without privileges: output lacks %q:\n%s", want, out)
@@ -201,18 +172,18 @@ func TestCheckPrivilegesForCreate(t *testing.T) {
 	if code != 2 {
 		t.Errorf("check as a role without privileges: exit %d, want 2:\n%s", code, out)
 	}
-	code, out = runOnce(t, nil, "run", "--pg-url", dsn, "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub, "--http-addr", "")
+	code, out = e2etest.RunOnce(t, nil, "run", "--pg-url", dsn, "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub, "--http-addr", "")
 	if code != 2 || !strings.Contains(out, "may not create publication") {
 		t.Errorf("run as a role without privileges: exit %d, want 2 saying it may not create the publication:\n%s", code, out)
 	}
 
 	e.Bed.Exec(t, e.DSN, `GRANT CREATE ON DATABASE `+db+` TO `+role)
-	code, out = runOnce(t, nil, check...)
+	code, out = e2etest.RunOnce(t, nil, check...)
 	if code != 2 || !strings.Contains(out, "lacks ownership of outbox") || strings.Contains(out, "the CREATE privilege") {
 		t.Errorf("check as a role with CREATE that does not own the table: exit %d, want 2 naming only the ownership:\n%s", code, out)
 	}
 	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox OWNER TO `+role)
-	code, out = runOnce(t, nil, check...)
+	code, out = e2etest.RunOnce(t, nil, check...)
 	if code != 0 || !strings.Contains(out, "PASS  publication: missing: will be created at start") {
 		t.Errorf("check as the table's owner with CREATE: exit %d, want 0:\n%s", code, out)
 	}
@@ -228,7 +199,7 @@ func TestCheckTableTypo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Bed.Exec(t, e.DSN, `CREATE PUBLICATION `+e.Pub+` FOR TABLE outbox WITH (publish = 'insert')`)
-	code, out := runOnce(t, nil, "check", "--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub, "--table", "public.outbx")
+	code, out := e2etest.RunOnce(t, nil, "check", "--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub, "--table", "public.outbx")
 	if code != 2 {
 		t.Errorf("exit %d, want 2", code)
 	}
@@ -256,13 +227,13 @@ func TestPublicationBeyondOutboxWarns(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		e.Bed.Exec(t, e.DSN, `CREATE PUBLICATION `+e.Pub+` FOR ALL TABLES`)
-		code, out := runOnce(t, nil, "check", "--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub)
+		code, out := e2etest.RunOnce(t, nil, "check", "--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub)
 		want := `WARN  publication: publication "` + e.Pub + `" is FOR ALL TABLES`
 		if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "DROP PUBLICATION") || !strings.Contains(out, "1 warning") {
 			t.Errorf("check: exit %d, want 0 with %q and the fix:\n%s", code, want, out)
 		}
-		c := e.collect(t)
-		relay := e.startRelay(t)
+		c := e.Collect(t)
+		relay := e.Start(t)
 		relay.WaitStreaming()
 		e.Bed.Exec(t, e.DSN, `INSERT INTO orders (customer, total) VALUES ('c', 10); UPDATE orders SET total = 11`)
 		e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, harness.NewUUID(), e.AggType(0))
@@ -281,7 +252,7 @@ func TestPublicationBeyondOutboxWarns(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		e.Bed.Exec(t, e.DSN, `CREATE PUBLICATION `+e.Pub+` FOR TABLE outbox WITH (publish = 'insert, update, delete', publish_via_partition_root = true)`)
-		code, out := runOnce(t, nil, "check", "--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub)
+		code, out := e2etest.RunOnce(t, nil, "check", "--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub)
 		want := `WARN  publication: publication "` + e.Pub + `" publishes update, delete besides insert`
 		if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "SET (publish = 'insert')") {
 			t.Errorf("check: exit %d, want 0 with %q and the fix:\n%s", code, want, out)
@@ -305,52 +276,22 @@ func TestSetupRerunKeepsPassword(t *testing.T) {
 		}
 		return pw
 	}
-	if code, out := runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=first-" + e.Prefix}, flags...); code != 0 {
+	if code, out := e2etest.RunOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=first-" + e.Prefix}, flags...); code != 0 {
 		t.Fatalf("setup: exit %d:\n%s", code, out)
 	}
 	first := stored()
-	code, out := runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=second-" + e.Prefix}, flags...)
+	code, out := e2etest.RunOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=second-" + e.Prefix}, flags...)
 	if code != 0 || !strings.Contains(out, "exists: role \""+role+"\" exists: its password was NOT changed (pass --rotate-password") {
 		t.Errorf("setup again: exit %d, want 0 saying the password was not changed:\n%s", code, out)
 	}
 	if stored() != first {
 		t.Errorf("setup again without --rotate-password changed the password")
 	}
-	code, out = runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=second-" + e.Prefix}, append(flags, "--rotate-password")...)
+	code, out = e2etest.RunOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=second-" + e.Prefix}, append(flags, "--rotate-password")...)
 	if code != 0 || !strings.Contains(out, "done:   ALTER ROLE \""+role+"\" WITH PASSWORD '***'") || strings.Contains(out, "second-"+e.Prefix) {
 		t.Errorf("setup --rotate-password: exit %d, want 0 with the ALTER ROLE, password hidden:\n%s", code, out)
 	}
 	if stored() == first {
 		t.Errorf("setup --rotate-password did not change the password")
-	}
-}
-
-// TestVersionStampedLoggedAndExported: a binary built with the version set
-// (as make build and the Dockerfile do) reports it on --version, logs it at
-// start and exports it as walrelay_build_info.
-func TestVersionStampedLoggedAndExported(t *testing.T) {
-	t.Parallel()
-	const v = "v0.0.0-e2e-stamp"
-	bin := filepath.Join(t.TempDir(), "walrelay")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version="+v, "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
-	build.Env = harness.ShippedBuildEnv()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil || string(out) != "walrelay "+v+"\n" {
-		t.Errorf("walrelay --version: %v, %q", err, out)
-	}
-	e := newEnv(t)
-	relay := &relayProc{Relay: harness.StartProcess(t, bin, nil, e.RunArgs([]string{"--pg-url", e.DSN}, e.Bed.Brokers())), t: t, env: e}
-	relay.WaitStreaming()
-	if !strings.Contains(relay.Log(), `"msg":"starting","version":"`+v+`","go":"`+runtime.Version()+`"`) {
-		t.Errorf("walrelay did not log its version at start")
-	}
-	_, metrics := relay.Get("/metrics")
-	if want := `walrelay_build_info{goversion="` + runtime.Version() + `",version="` + v + `"} 1`; !strings.Contains(metrics, want) {
-		t.Errorf("/metrics lacks %s", want)
-	}
-	if code := relay.Stop(time.Minute); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/outbox"
 )
 
 // Partitioned outboxes: the usual way to get retention (drop old
@@ -24,7 +26,7 @@ import (
 // hash (2024 partitioned again by id). It returns the leaf partitions' names.
 func partitionedOutbox(t *testing.T, e *env, kind string) []string {
 	t.Helper()
-	cols := `id uuid NOT NULL, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
+	cols := outbox.Columns + `,
 		created_at timestamptz NOT NULL DEFAULT now()`
 	var ddl string
 	var parts []string
@@ -165,7 +167,7 @@ func checkAllRelayed(t *testing.T, e *env) {
 	if len(recs) != len(rows) {
 		t.Errorf("%d records in Kafka for %d committed outbox rows", len(recs), len(rows))
 	}
-	checkRecords(t, e, recs, rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, recs, rows, nil, 3, false)
 }
 
 // checkEveryPartitionUsed fails unless each partition holds rows: the test
@@ -209,8 +211,8 @@ func TestPartitionedOutboxRelayedCompletely(t *testing.T) {
 			if c.pub != "" {
 				e.Bed.Exec(t, e.DSN, fmt.Sprintf(c.pub, pgx.Identifier{e.Pub}.Sanitize()))
 			}
-			wit := e.witness(t)
-			relay := e.startRelay(t)
+			wit := e.Witness(t)
+			relay := e.Start(t)
 			relay.WaitStreaming()
 			w := newOutboxWriter(t, e, "agg")
 			w.write(t, 200, 5, spread)
@@ -222,7 +224,7 @@ func TestPartitionedOutboxRelayedCompletely(t *testing.T) {
 			}
 
 			// The publication now exists: a restart accepts it.
-			relay = e.startRelay(t)
+			relay = e.Start(t)
 			relay.WaitStreaming()
 			w.write(t, 40, 4, spread)
 			waitConfirmed(t, e, relay, lastCommitEnd(t, wit, w.xids))
@@ -241,12 +243,12 @@ func TestPartitionAttachedWhileRunning(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Bed.Exec(t, e.DSN, `DROP TABLE outbox;
-		CREATE TABLE outbox (id uuid NOT NULL, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
+		CREATE TABLE outbox (`+outbox.Columns+`,
 			created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
 		CREATE TABLE outbox_2024 PARTITION OF outbox FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');
 		CREATE TABLE outbox_2025 PARTITION OF outbox FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');`)
-	wit := e.witness(t)
-	relay := e.startRelay(t)
+	wit := e.Witness(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	old := func(i int) string { return fmt.Sprintf("%d-06-01 00:00:00+00", 2024+i%2) }
 	w := newOutboxWriter(t, e, "agg")
@@ -295,13 +297,6 @@ func TestPartitionAttachedWhileRunning(t *testing.T) {
 	t.Logf("FIGURES rows=%d background_rows=%d", w.rows, bg.rows)
 }
 
-// runArgs is `walrelay <cmd>` on e with the tests' defaults.
-func (e *env) runArgs(cmd string, args ...string) []string {
-	all := e.RunArgs([]string{"--pg-url", e.DSN}, e.Bed.Brokers())
-	all[0] = cmd
-	return append(all, args...)
-}
-
 // viaRootFix is the statement walrelay must name for e's publication.
 func viaRootFix(e *env) string {
 	return fmt.Sprintf(`ALTER PUBLICATION %s SET (publish_via_partition_root = true);`, pgx.Identifier{e.Pub}.Sanitize())
@@ -318,35 +313,35 @@ func TestPartitionedOutboxPublicationWithoutViaRoot(t *testing.T) {
 	partitionedOutbox(t, e, "range")
 	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert')`, pgx.Identifier{e.Pub}.Sanitize()))
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
-	wit := e.witness(t)
+	wit := e.Witness(t)
 	w := newOutboxWriter(t, e, "agg")
 	w.write(t, 200, 5, spread)
 
-	code, out := runOnce(t, nil, e.runArgs("run")...)
+	code, out := e2etest.RunOnce(t, nil, e.Args("run")...)
 	if code != 2 {
 		t.Errorf("walrelay run: exit code %d, want 2; output:\n%s", code, out)
 	}
 	if !strings.Contains(out, viaRootFix(e)) {
 		t.Errorf("walrelay run: output lacks the fix %q:\n%s", viaRootFix(e), out)
 	}
-	e.checkPending(t, wit, w.xids[0], "the first outbox transaction")
-	code, out = runOnce(t, nil, e.runArgs("check")...)
+	e.CheckPending(t, wit, w.xids[0], "the first outbox transaction")
+	code, out = e2etest.RunOnce(t, nil, e.Args("check")...)
 	if code != 2 || !strings.Contains(out, "FAIL  publication: ") || !strings.Contains(out, viaRootFix(e)) {
 		t.Errorf("walrelay check: exit code %d, want 2 and a FAIL of the publication naming %q:\n%s", code, viaRootFix(e), out)
 	}
-	e.checkPending(t, wit, w.xids[0], "the first outbox transaction")
+	e.CheckPending(t, wit, w.xids[0], "the first outbox transaction")
 	if t.Failed() {
 		t.FailNow()
 	}
 
 	e.Bed.Exec(t, e.DSN, viaRootFix(e))
-	relay := e.startRelay(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	w.write(t, 40, 4, spread)
 	waitConfirmed(t, e, relay, lastCommitEnd(t, wit, w.xids))
 	// N.B. the rows after the change were produced but not confirmed
 	// before the stop: sent again after the restart, duplicates allowed.
-	checkRecords(t, e, e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second), e.CommittedRows(t), nil, 3, true)
+	e2etest.CheckRecords(t, e, e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second), e.CommittedRows(t), nil, 3, true)
 	if !strings.Contains(relay.Log(), "arrive under the partition's name") {
 		t.Errorf("walrelay's log does not say that rows arrived under partitions' names")
 	}
@@ -364,8 +359,8 @@ func TestPartitionedOutboxPublicationChangedWhileRunning(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	partitionedOutbox(t, e, "range")
-	wit := e.witness(t)
-	relay := e.startRelay(t)
+	wit := e.Witness(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	w := newOutboxWriter(t, e, "agg")
 	w.write(t, 30, 3, spread)
@@ -381,15 +376,15 @@ func TestPartitionedOutboxPublicationChangedWhileRunning(t *testing.T) {
 	if !strings.Contains(relay.Log(), viaRootFix(e)) {
 		t.Errorf("log lacks the fix %q", viaRootFix(e))
 	}
-	e.checkPending(t, wit, w.xids[before], "the first transaction after the change")
+	e.CheckPending(t, wit, w.xids[before], "the first transaction after the change")
 
 	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`ALTER PUBLICATION %s SET (publish_via_partition_root = true)`, pub))
-	relay = e.startRelay(t)
+	relay = e.Start(t)
 	relay.WaitStreaming()
 	waitConfirmed(t, e, relay, lastCommitEnd(t, wit, w.xids))
 	// N.B. the rows after the change were produced but not confirmed
 	// before the stop: sent again after the restart, duplicates allowed.
-	checkRecords(t, e, e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second), e.CommittedRows(t), nil, 3, true)
+	e2etest.CheckRecords(t, e, e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second), e.CommittedRows(t), nil, 3, true)
 	if !strings.Contains(relay.Log(), "arrive under the partition's name") {
 		t.Errorf("walrelay's log does not say that rows arrived under partitions' names")
 	}
@@ -454,7 +449,7 @@ func TestPartitionedOutboxRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out := runOnce(t, nil, e.runArgs("check", c.args...)...)
+			code, out := e2etest.RunOnce(t, nil, e.Args("check", c.args...)...)
 			if c.want == "" {
 				if code != 0 {
 					t.Errorf("walrelay check: exit code %d, want 0:\n%s", code, out)
@@ -464,7 +459,7 @@ func TestPartitionedOutboxRefusals(t *testing.T) {
 			if code != 2 || !strings.Contains(out, "FAIL  ") || !strings.Contains(out, c.want) {
 				t.Errorf("walrelay check: exit code %d, want 2 and a FAIL saying %q:\n%s", code, c.want, out)
 			}
-			code, out = runOnce(t, nil, e.runArgs("run", c.args...)...)
+			code, out = e2etest.RunOnce(t, nil, e.Args("run", c.args...)...)
 			if code != 2 || !strings.Contains(out, c.want) {
 				t.Errorf("walrelay run: exit code %d, want 2 and %q:\n%s", code, c.want, out)
 			}
@@ -482,8 +477,8 @@ func TestPartitionDroppedBeforeRelayed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	partitionedOutbox(t, e, "range")
-	wit := e.witness(t)
-	relay := e.startRelay(t)
+	wit := e.Witness(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Fatalf("walrelay exit code %d after SIGTERM, want 0", code)
@@ -500,13 +495,13 @@ func TestPartitionDroppedBeforeRelayed(t *testing.T) {
 	}
 	e.Bed.Exec(t, e.DSN, `DROP TABLE outbox_2024`)
 
-	relay = e.startRelay(t)
+	relay = e.Start(t)
 	waitConfirmed(t, e, relay, lastCommitEnd(t, wit, w.xids))
 	recs := e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second)
 	if len(recs) != len(rows) {
 		t.Errorf("%d records in Kafka for %d committed outbox rows (%d in the dropped partition)", len(recs), len(rows), dropped)
 	}
-	checkRecords(t, e, recs, rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, recs, rows, nil, 3, false)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}

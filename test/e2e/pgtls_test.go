@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -49,8 +50,8 @@ func startTLSServer(t *testing.T) *tlsServer {
 	dir := t.TempDir()
 	s := &tlsServer{
 		other:       other,
-		caFile:      writeFile(t, dir, "ca.pem", ca.CertPEM),
-		otherCAFile: writeFile(t, dir, "other-ca.pem", wrong.CertPEM),
+		caFile:      e2etest.WriteFile(t, dir, "ca.pem", ca.CertPEM),
+		otherCAFile: e2etest.WriteFile(t, dir, "other-ca.pem", wrong.CertPEM),
 		superPW:     "pg-super-" + harness.Uniq(),
 		brokers:     testbed.Get(t).Brokers(),
 	}
@@ -82,14 +83,14 @@ func (s *tlsServer) dsn(user, password, host, db, q string) string {
 func TestPostgresTLSPolicy(t *testing.T) {
 	t.Parallel()
 	s := startTLSServer(t)
-	e := &env{Env: harness.NewEnvOn(t, s.bed, relayBin), brokers: s.brokers}
+	e := &env{Env: harness.NewEnvOn(t, s.bed, relayBin), Brokers: s.brokers}
 	db := strings.TrimPrefix(mustURL(t, e.DSN).Path, "/")
 	verifyFull := "sslmode=verify-full&sslrootcert=" + url.QueryEscape(s.caFile)
 	pw := []string{"postgres", s.superPW}
 	check := func(t *testing.T, dsn string, extra ...string) (int, string) {
 		t.Helper()
-		e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(dsn))
-		return runOnce(t, nil, append(e.commandArgs("check"), extra...)...)
+		e.PGURLFile = e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(dsn))
+		return e2etest.RunOnce(t, nil, append(e.CommandArgs("check"), extra...)...)
 	}
 	tlsLine := regexp.MustCompile(`(?m)^PASS  PostgreSQL TLS: ` + regexp.QuoteMeta(fmt.Sprintf("%s:%d", s.other, s.port)) +
 		` sslmode=verify-full; SQL connection: TLS 1\.[23], replication connection: TLS 1\.[23]$`)
@@ -126,14 +127,14 @@ func TestPostgresTLSPolicy(t *testing.T) {
 			want := fmt.Sprintf("PostgreSQL host %s (--pg-url) is reached with sslmode=%s", host, c.mode)
 			fix := "add sslmode=verify-full and sslrootcert="
 			dsn := s.dsn(pw[0], pw[1], s.other, db, c.query)
-			file := writeFile(t, t.TempDir(), "pg-url", []byte(dsn))
+			file := e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(dsn))
 			for _, args := range [][]string{
-				e.RunArgs([]string{"--pg-url-file", file}, e.brokers),
-				{"check", "--pg-url-file", file, "--brokers", strings.Join(e.brokers, ",")},
+				e.RunArgs([]string{"--pg-url-file", file}, e.Brokers),
+				{"check", "--pg-url-file", file, "--brokers", strings.Join(e.Brokers, ",")},
 				{"status", "--pg-url-file", file, "--slot", e.Slot},
 				{"setup", "--pg-url-file", file, "--role", ""},
 			} {
-				code, out := runFor(t, 30*time.Second, nil, args...)
+				code, out := e2etest.RunFor(t, 30*time.Second, nil, args...)
 				if code != 2 || !strings.Contains(out, want) || !strings.Contains(out, fix) || !strings.Contains(out, "--pg-require-verified-tls=false") {
 					t.Errorf("walrelay %s: exit %d, want 2 with %q and the fix:\n%s", args[0], code, want, out)
 				}
@@ -146,8 +147,8 @@ func TestPostgresTLSPolicy(t *testing.T) {
 	t.Run("standby URL below verify-full refused by default", func(t *testing.T) {
 		standby := s.dsn(pw[0], pw[1], s.other, db, "sslmode=disable")
 		for _, cmd := range []string{"check", "status"} {
-			args := []string{cmd, "--pg-url", s.dsn(pw[0], pw[1], s.other, db, verifyFull), "--pg-standby-url", standby, "--slot", e.Slot, "--brokers", strings.Join(e.brokers, ",")}
-			code, out := runOnce(t, nil, args...)
+			args := []string{cmd, "--pg-url", s.dsn(pw[0], pw[1], s.other, db, verifyFull), "--pg-standby-url", standby, "--slot", e.Slot, "--brokers", strings.Join(e.Brokers, ",")}
+			code, out := e2etest.RunOnce(t, nil, args...)
 			want := fmt.Sprintf("PostgreSQL host %s (--pg-standby-url) is reached with sslmode=disable", host)
 			if code != 2 || !strings.Contains(out, want) {
 				t.Errorf("walrelay %s: exit %d, want 2 with %q:\n%s", cmd, code, want, out)
@@ -157,7 +158,7 @@ func TestPostgresTLSPolicy(t *testing.T) {
 
 	t.Run("standby URL below verify-full warned about with --pg-require-verified-tls=false", func(t *testing.T) {
 		standby := s.dsn(pw[0], pw[1], s.other, db, "sslmode=disable")
-		code, out := runOnce(t, nil, "status", "--pg-url", s.dsn(pw[0], pw[1], s.other, db, verifyFull), "--pg-standby-url", standby,
+		code, out := e2etest.RunOnce(t, nil, "status", "--pg-url", s.dsn(pw[0], pw[1], s.other, db, verifyFull), "--pg-standby-url", standby,
 			"--slot", e.Slot, "--pg-require-verified-tls=false")
 		want := regexp.MustCompile(`(?m)^\{"level":"warn",.*"msg":"postgresql connection not verified: ` +
 			regexp.QuoteMeta(fmt.Sprintf("PostgreSQL host %s (--pg-standby-url) is reached with sslmode=disable", host)))
@@ -173,8 +174,8 @@ func TestPostgresTLSPolicy(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "WARN  PostgreSQL TLS: "+warn) || !strings.Contains(out, "SQL connection: no TLS, replication connection: no TLS") {
 			t.Errorf("check: exit %d, want 0 with WARN  PostgreSQL TLS: %s and no TLS on either connection:\n%s", code, warn, out)
 		}
-		e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(dsn))
-		relay := e.startRelayEnv(t, nil, "--pg-require-verified-tls=false")
+		e.PGURLFile = e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(dsn))
+		relay := e.StartEnv(t, nil, "--pg-require-verified-tls=false")
 		relay.WaitStreaming()
 		log := waitLogged(t, relay, `"msg":"streaming"`)
 		if !regexp.MustCompile(`\{"level":"warn",[^\n]*"msg":"postgresql connection not verified: ` + regexp.QuoteMeta(warn)).MatchString(log) {
@@ -192,8 +193,8 @@ func TestPostgresTLSPolicy(t *testing.T) {
 	})
 
 	t.Run("run over verify-full: the walsender uses TLS", func(t *testing.T) {
-		e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(s.dsn(pw[0], pw[1], s.other, db, verifyFull)))
-		relay := e.startRelayEnv(t, nil)
+		e.PGURLFile = e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(s.dsn(pw[0], pw[1], s.other, db, verifyFull)))
+		relay := e.StartEnv(t, nil)
 		relay.WaitStreaming()
 		log := waitLogged(t, relay, `"msg":"streaming"`)
 		if !regexp.MustCompile(`"msg":"postgresql tls","hosts":"`+regexp.QuoteMeta(host)+` sslmode=verify-full","sql_connection":"TLS 1\.[23]","replication_connection":"TLS 1\.[23]"`).MatchString(log) ||
@@ -259,7 +260,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 func TestSetupSendsNoPassword(t *testing.T) {
 	t.Parallel()
 	s := startTLSServer(t)
-	e := &env{Env: harness.NewEnvOn(t, s.bed, relayBin), brokers: s.brokers}
+	e := &env{Env: harness.NewEnvOn(t, s.bed, relayBin), Brokers: s.brokers}
 	super := e.DSN // verify-full at localhost as postgres
 	db := strings.TrimPrefix(mustURL(t, super).Path, "/")
 	verifyFull := "sslmode=verify-full&sslrootcert=" + url.QueryEscape(s.caFile)
@@ -284,8 +285,8 @@ func TestSetupSendsNoPassword(t *testing.T) {
 	role := "walrelay_" + harness.Uniq()
 	pw1, pw2 := "setup-pw-"+harness.Uniq()+"-é", "rotated-pw-"+harness.Uniq()
 	setup := func(password string, args ...string) (int, string) {
-		return runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=" + password},
-			append([]string{"setup", "--pg-url", super, "--brokers", strings.Join(e.brokers, ","), "--slot", e.Slot, "--publication", e.Pub, "--role", role}, args...)...)
+		return e2etest.RunOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=" + password},
+			append([]string{"setup", "--pg-url", super, "--brokers", strings.Join(e.Brokers, ","), "--slot", e.Slot, "--publication", e.Pub, "--role", role}, args...)...)
 	}
 
 	code, out := setup(pw1)
@@ -300,8 +301,8 @@ func TestSetupSendsNoPassword(t *testing.T) {
 	// (log_min_error_statement = error).
 	s.bed.Exec(t, super, fmt.Sprintf(`CREATE ROLE app_%s LOGIN PASSWORD '%s'`, role, s.superPW))
 	pw3 := "failed-pw-" + harness.Uniq()
-	code, out3 := runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=" + pw3},
-		"setup", "--pg-url", s.dsn("app_"+role, s.superPW, "localhost", db, verifyFull), "--brokers", strings.Join(e.brokers, ","),
+	code, out3 := e2etest.RunOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=" + pw3},
+		"setup", "--pg-url", s.dsn("app_"+role, s.superPW, "localhost", db, verifyFull), "--brokers", strings.Join(e.Brokers, ","),
 		"--slot", e.Slot, "--publication", e.Pub, "--role", "other_"+role)
 	if code == 0 || !strings.Contains(out3, "(SQLSTATE 42501)") {
 		t.Errorf("setup as a role without CREATEROLE: exit %d, want a failure (SQLSTATE 42501, insufficient privilege):\n%s", code, out3)
@@ -339,8 +340,8 @@ func TestSetupSendsNoPassword(t *testing.T) {
 		t.Errorf("setup granted the role SELECT on the outbox; streaming does not need it")
 	}
 	// walrelay check passes as the role, without SELECT on the outbox.
-	e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(s.dsn(role, pw2, "localhost", db, verifyFull)))
-	code, checkOut := runOnce(t, nil, append(e.commandArgs("check"), "--create=false")...)
+	e.PGURLFile = e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(s.dsn(role, pw2, "localhost", db, verifyFull)))
+	code, checkOut := e2etest.RunOnce(t, nil, append(e.CommandArgs("check"), "--create=false")...)
 	if code != 0 {
 		t.Errorf("check as the role: exit %d, want 0:\n%s", code, checkOut)
 	}
@@ -381,7 +382,7 @@ func TestSetupPrintQuotesCraftedNames(t *testing.T) {
 			} else {
 				args = append(args, "--pg-url", e.DSN)
 			}
-			code, out := runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=pw"}, args...)
+			code, out := e2etest.RunOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=pw"}, args...)
 			if code != 2 || !strings.Contains(out, c.want) {
 				t.Errorf("setup %s %q (print %v): exit %d, want 2 with %q:\n%s", c.flag, c.value, print, code, c.want, out)
 			}
@@ -395,7 +396,7 @@ func TestSetupPrintQuotesCraftedNames(t *testing.T) {
 	table := `outbox"; DROP TABLE outbox; --`
 	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`CREATE TABLE %s (LIKE outbox INCLUDING ALL)`, pgx.Identifier{"public", table}.Sanitize()))
 	role := "Relay-" + harness.Uniq()
-	code, out := runOnce(t, nil, "setup", "--print", "--slot", e.Slot, "--publication", e.Pub, "--role", role, "--table", "public."+table)
+	code, out := e2etest.RunOnce(t, nil, "setup", "--print", "--slot", e.Slot, "--publication", e.Pub, "--role", role, "--table", "public."+table)
 	if code != 0 {
 		t.Fatalf("setup --print: exit %d:\n%s", code, out)
 	}

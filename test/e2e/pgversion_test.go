@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -26,7 +27,7 @@ func TestUnsupportedPostgresRefused(t *testing.T) {
 	}
 	args := []string{"--pg-url", dsn, "--brokers", strings.Join(b.Brokers(), ","), "--slot", "s_" + harness.Uniq(), "--publication", "walrelay", "--http-addr", ""}
 
-	code, out := runOnce(t, nil, append([]string{"run"}, args...)...)
+	code, out := e2etest.RunOnce(t, nil, append([]string{"run"}, args...)...)
 	want := "PostgreSQL " + version + " is not supported: walrelay needs PostgreSQL 14 or later"
 	if code != 2 || !strings.Contains(out, want) || !strings.Contains(out, "upgrade the server") {
 		t.Errorf("run: exit %d, want 2 with %q and the fix; output:\n%s", code, want, out)
@@ -39,7 +40,7 @@ func TestUnsupportedPostgresRefused(t *testing.T) {
 		t.Errorf("the refused start left %d slots and %d publications on the server", slots, pubs)
 	}
 
-	code, out = runOnce(t, nil, append([]string{"check"}, args...)...)
+	code, out = e2etest.RunOnce(t, nil, append([]string{"check"}, args...)...)
 	if code != 2 || !strings.Contains(out, "FAIL  server version is supported") {
 		t.Errorf("check: exit %d, want 2 with a FAIL line for the server version; output:\n%s", code, out)
 	}

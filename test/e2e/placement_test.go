@@ -27,9 +27,9 @@ func TestPlacementPoisonEvents(t *testing.T) {
 	// as a CI simulation saw ("[0] at 0 of 2" for 2 minutes).
 	e.Bed.CreateTopicWith(t, "outbox.event."+agg, 3, map[string]string{"retention.ms": "-1"})
 	dlq := e.Prefix + ".dlq"
-	c := e.collect(t)
-	dc := e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
-	relay := e.startRelay(t, "--dlq-topic", dlq, "--partition-column", "part", "--timestamp-column", "occurred")
+	c := e.Collect(t)
+	dc := e.CollectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
+	relay := e.Start(t, "--dlq-topic", dlq, "--partition-column", "part", "--timestamp-column", "occurred")
 	relay.WaitStreaming()
 
 	type row struct {
@@ -123,9 +123,9 @@ func TestServerOutputStylesDoNotChangeRecords(t *testing.T) {
 		t.Fatalf("a new session of the database prints %q, want the settings made for it", style)
 	}
 	dlq := e.Prefix + ".dlq"
-	c := e.collect(t)
-	dc := e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
-	relay := e.startRelay(t, "--dlq-topic", dlq, "--timestamp-column", "occurred", "--header-columns", "raw:raw,took:took")
+	c := e.Collect(t)
+	dc := e.CollectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
+	relay := e.Start(t, "--dlq-topic", dlq, "--timestamp-column", "occurred", "--header-columns", "raw:raw,took:took")
 	relay.WaitStreaming()
 	id := harness.NewUUID()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, occurred, raw, took)

@@ -10,14 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
-
-// looseOutbox is an outbox without NOT NULL or key constraints, so that a
-// test can commit the rows a careless application would.
-const looseOutbox = `
-DROP TABLE outbox;
-CREATE TABLE outbox (id text, aggregatetype text, aggregateid text, type text, payload jsonb);`
 
 // TestPoisonEventsAreDeadLettered: each kind of row that cannot become a
 // record goes to the dead-letter topic with its headers; the good events
@@ -25,19 +20,19 @@ CREATE TABLE outbox (id text, aggregatetype text, aggregateid text, type text, p
 func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.Bed.Exec(t, e.DSN, looseOutbox)
+	e.Bed.Exec(t, e.DSN, e2etest.LooseOutbox)
 	dlq := e.Prefix + ".dlq"
 	good := e.AggType(0)
 	strict := e.Prefix + "_strict"
 	// A topic whose broker rejects every record's timestamp as too old.
 	e.Bed.CreateTopic(t, "outbox.event."+strict, 1)
-	adm := kadm.NewClient(mustClient(t, e))
-	if _, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "message.timestamp.before.max.ms", Value: ptr("0")}}, "outbox.event."+strict); err != nil {
+	adm := kadm.NewClient(e2etest.MustClient(t, e))
+	if _, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "message.timestamp.before.max.ms", Value: e2etest.Ptr("0")}}, "outbox.event."+strict); err != nil {
 		t.Fatalf("alter topic config: %v", err)
 	}
-	c := e.collect(t)
-	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
-	relay := e.startRelay(t, "--dlq-topic", dlq, "--kafka-max-message-bytes", "200000")
+	c := e.Collect(t)
+	dc := e.CollectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay := e.Start(t, "--dlq-topic", dlq, "--kafka-max-message-bytes", "200000")
 	relay.WaitStreaming()
 
 	type row struct {
@@ -128,7 +123,7 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 		}
 		d := byClass[r.class]
 		if d == nil {
-			t.Errorf("no dead-letter record of class %s (have %v)", r.class, keys(byClass))
+			t.Errorf("no dead-letter record of class %s (have %v)", r.class, e2etest.Keys(byClass))
 			continue
 		}
 		for _, h := range []string{"walrelay.error.message", "walrelay.source.table", "walrelay.commit.lsn", "walrelay.xid"} {
@@ -188,15 +183,15 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 func TestHaltOnPoison(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.Bed.Exec(t, e.DSN, looseOutbox)
-	wit := e.witness(t)
-	c := e.collect(t)
-	relay := e.startRelay(t, "--on-poison", "halt")
+	e.Bed.Exec(t, e.DSN, e2etest.LooseOutbox)
+	wit := e.Witness(t)
+	c := e.Collect(t)
+	relay := e.Start(t, "--on-poison", "halt")
 	relay.WaitStreaming()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
 	poisonID := harness.NewUUID()
-	poison := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, poisonID, e.AggType(0))
+	poison := e.ExecXid(t, `INSERT INTO outbox VALUES ($1, $2, NULL, 'T', '{"poison": true}')`, poisonID, e.AggType(0))
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, harness.NewUUID(), e.AggType(0))
 	code := relay.Wait(time.Minute)
 	if code != 1 {
@@ -205,7 +200,7 @@ func TestHaltOnPoison(t *testing.T) {
 	if log := relay.Log(); !strings.Contains(log, "poison event") || !strings.Contains(log, "null key") || !strings.Contains(log, poisonID) {
 		t.Errorf("the log does not say which poison event stopped walrelay")
 	}
-	e.checkPending(t, wit, poison, "the poison event")
+	e.CheckPending(t, wit, poison, "the poison event")
 	time.Sleep(time.Second)
 	if n := c.Len(); n != 1 {
 		t.Errorf("%d records in Kafka, want only the one before the poison event", n)
@@ -214,8 +209,8 @@ func TestHaltOnPoison(t *testing.T) {
 	// Nothing was lost: the next run gets the poison event and the event
 	// after it from the slot.
 	dlq := e.Prefix + ".dlq"
-	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
-	relay = e.startRelay(t, "--on-poison", "dead-letter", "--dlq-topic", dlq)
+	dc := e.CollectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay = e.Start(t, "--on-poison", "dead-letter", "--dlq-topic", dlq)
 	dead := dc.WaitFor(1, time.Minute)
 	if id, _ := harness.Header(dead[0], "walrelay.event.id"); id != poisonID {
 		t.Errorf("dead-letter record for event %q, want the poison event %s", id, poisonID)
@@ -239,8 +234,8 @@ func TestNonInsertChangesAreIgnored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert, update, delete, truncate')`, e.Pub))
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	id1, id2 := harness.NewUUID(), harness.NewUUID()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $3, 'agg-1', 'T', '{"n": 1}'), ($2, $3, 'agg-1', 'T', '{"n": 2}')`, id1, id2, e.AggType(0))
@@ -275,9 +270,9 @@ func TestSchemaChangesWhileStreaming(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	dlq := e.Prefix + ".dlq"
-	c := e.collect(t)
-	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
-	relay := e.startRelay(t, "--dlq-topic", dlq)
+	c := e.Collect(t)
+	dc := e.CollectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay := e.Start(t, "--dlq-topic", dlq)
 	relay.WaitStreaming()
 	ins := func(n int) {
 		e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'agg-1', 'T', jsonb_build_object('n', $3::int))`, harness.NewUUID(), e.AggType(0), n)
@@ -308,24 +303,4 @@ func TestSchemaChangesWhileStreaming(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-}
-
-func mustClient(t *testing.T, e *env) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

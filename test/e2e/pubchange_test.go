@@ -34,12 +34,12 @@ func TestPublicationChangedWhileStreaming(t *testing.T) {
 				t.Logf("PostgreSQL %d has no row filters: the change is made as the outbox dropped instead", v)
 				c.alter, c.want = cases[1].alter, cases[1].want
 			}
-			wit := e.witness(t)
-			col := e.collect(t)
-			relay := e.startRelay(t)
+			wit := e.Witness(t)
+			col := e.Collect(t)
+			relay := e.Start(t)
 			relay.WaitStreaming()
 			ins := func(key string) uint32 {
-				return e.execXid(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'T', '{}')`, harness.NewUUID(), e.AggType(0), key)
+				return e.ExecXid(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'T', '{}')`, harness.NewUUID(), e.AggType(0), key)
 			}
 			first := ins("shown")
 			col.WaitFor(1, time.Minute)
@@ -55,7 +55,7 @@ func TestPublicationChangedWhileStreaming(t *testing.T) {
 			if log := relay.Log(); !strings.Contains(log, "changed while streaming") || !strings.Contains(log, c.want) {
 				t.Errorf("log lacks %q and %q:\n%s", "changed while streaming", c.want, log)
 			}
-			e.checkPending(t, wit, dropped, "the first row the changed publication left out")
+			e.CheckPending(t, wit, dropped, "the first row the changed publication left out")
 		})
 	}
 }
@@ -68,9 +68,9 @@ func TestPublicationChangedWhileStreaming(t *testing.T) {
 func TestLongTransactionDoesNotHoldConfirmation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	wit := e.witness(t)
-	col := e.collect(t)
-	relay := e.startRelay(t)
+	wit := e.Witness(t)
+	col := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 
 	// N.B. a write gives the transaction an xid: it is in every snapshot's
@@ -87,7 +87,7 @@ func TestLongTransactionDoesNotHoldConfirmation(t *testing.T) {
 	}
 	var xids []uint32
 	for i := range 5 {
-		xids = append(xids, e.execXid(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'T', '{}')`,
+		xids = append(xids, e.ExecXid(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'T', '{}')`,
 			harness.NewUUID(), e.AggType(i), fmt.Sprintf("agg-%d", i)))
 	}
 	col.WaitFor(len(xids), time.Minute)

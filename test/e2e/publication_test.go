@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -82,12 +83,12 @@ func checkRefused(t *testing.T, e *env, relay *relayProc, wit *harness.Witness, 
 	if !strings.Contains(relay.Log(), fix) {
 		t.Errorf("walrelay run: log lacks the fix %q", fix)
 	}
-	e.checkPending(t, wit, xids[0], "the first outbox transaction")
-	code, out := runOnce(t, nil, e.runArgs("check")...)
+	e.CheckPending(t, wit, xids[0], "the first outbox transaction")
+	code, out := e2etest.RunOnce(t, nil, e.Args("check")...)
 	if code != 2 || !strings.Contains(out, "FAIL  publication: ") || !strings.Contains(out, fix) {
 		t.Errorf("walrelay check: exit code %d, want 2 and a FAIL of the publication naming %q:\n%s", code, fix, out)
 	}
-	e.checkPending(t, wit, xids[0], "the first outbox transaction")
+	e.CheckPending(t, wit, xids[0], "the first outbox transaction")
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -108,7 +109,7 @@ func TestPublicationRowFilterRefused(t *testing.T) {
 		return
 	}
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
-	wit := e.witness(t)
+	wit := e.Witness(t)
 	w := newOutboxWriter(t, e, "agg")
 	w.write(t, 40, 2, spread)
 	left := map[string]bool{} // rows the filter leaves out
@@ -122,10 +123,10 @@ func TestPublicationRowFilterRefused(t *testing.T) {
 	}
 
 	fix := fmt.Sprintf(`ALTER PUBLICATION %s SET TABLE "public"."orders" WHERE ((total > (0)::numeric)), "public"."outbox";`, pub)
-	checkRefused(t, e, e.startRelay(t), wit, w.xids, fix)
+	checkRefused(t, e, e.Start(t), wit, w.xids, fix)
 
 	e.Bed.Exec(t, e.DSN, fix)
-	relay := e.startRelay(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	// N.B. aggregates of their own: those of the first writer lack the
 	// events the filter left out.
@@ -137,7 +138,7 @@ func TestPublicationRowFilterRefused(t *testing.T) {
 	for id := range left {
 		delete(rows, id)
 	}
-	checkRecords(t, e, recs, rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, recs, rows, nil, 3, false)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
@@ -159,17 +160,17 @@ func TestPublicationColumnListRefused(t *testing.T) {
 		return
 	}
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
-	wit := e.witness(t)
+	wit := e.Witness(t)
 	w := newOutboxWriter(t, e, "agg")
 	w.write(t, 20, 2, spread)
 	before := e.CommittedRows(t)
 
 	dlq := e.Prefix + ".dlq"
 	fix := fmt.Sprintf(`ALTER PUBLICATION %s SET TABLE "public"."outbox" ("id", "aggregatetype", "aggregateid", "payload", "type");`, pub)
-	checkRefused(t, e, e.startRelay(t, "--dlq-topic", dlq), wit, w.xids, fix)
+	checkRefused(t, e, e.Start(t, "--dlq-topic", dlq), wit, w.xids, fix)
 
 	e.Bed.Exec(t, e.DSN, fix)
-	relay := e.startRelay(t, "--dlq-topic", dlq)
+	relay := e.Start(t, "--dlq-topic", dlq)
 	relay.WaitStreaming()
 	after := newOutboxWriter(t, e, "fixed")
 	after.write(t, 20, 2, spread)
@@ -178,7 +179,7 @@ func TestPublicationColumnListRefused(t *testing.T) {
 	for id := range before {
 		delete(rows, id)
 	}
-	checkRecords(t, e, e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second), rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, e.Bed.ConsumeAll(t, e.Topics(), 2*time.Second), rows, nil, 3, false)
 	dead := map[string]bool{}
 	for _, r := range e.Bed.ConsumeAll(t, []string{dlq}, 2*time.Second) {
 		// N.B. the value is the row as JSON: the id header needs the
@@ -238,11 +239,11 @@ func TestPublicationFiltersThatRelayEverything(t *testing.T) {
 			peek := e.Slot + "_peek"
 			e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, peek)
 			t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, peek) })
-			if code, out := runOnce(t, nil, e.runArgs("check")...); code != 0 {
+			if code, out := e2etest.RunOnce(t, nil, e.Args("check")...); code != 0 {
 				t.Errorf("walrelay check: exit code %d, want 0:\n%s", code, out)
 			}
-			wit := e.witness(t)
-			relay := e.startRelay(t)
+			wit := e.Witness(t)
+			relay := e.Start(t)
 			relay.WaitStreaming()
 			w := newOutboxWriter(t, e, "agg")
 			w.write(t, 40, 2, spread)

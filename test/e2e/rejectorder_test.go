@@ -21,6 +21,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -72,9 +73,9 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 	e := newEnv(t)
 	topic := "outbox.event." + e.AggType(0)
 	other := e.Prefix + ".other"
-	createTopicWithLimit(t, e, topic, 1048588)
-	createTopicWithLimit(t, e, other, 1048588)
-	c := e.collectRE(t, "^"+regexp.QuoteMeta(topic)+"$")
+	e2etest.CreateTopicWithLimit(t, e, topic, 1048588)
+	e2etest.CreateTopicWithLimit(t, e, other, 1048588)
+	c := e.CollectRE(t, "^"+regexp.QuoteMeta(topic)+"$")
 
 	gate := &promiseGate{topic: other, watch: topic, entered: make(chan struct{}), release: make(chan struct{})}
 	released := false
@@ -128,14 +129,14 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 
 	// Lower the limit; the broker is shown to enforce it on a probe.
 	probe := e.Prefix + ".probe"
-	createTopicWithLimit(t, e, probe, 1048588)
+	e2etest.CreateTopicWithLimit(t, e, probe, 1048588)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: ptr("6000")}}, topic, probe); err != nil {
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: e2etest.Ptr("6000")}}, topic, probe); err != nil {
 		t.Fatalf("alter topic config: %v", err)
 	}
 	harness.WaitFor(t, 30*time.Second, "the broker to refuse an 8 KB record on the probe topic", func() bool {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -65,10 +65,10 @@ func startSecureServers(t *testing.T) *secureServers {
 		t.Fatal(err)
 	}
 	s := &secureServers{
-		caFile:          writeFile(t, dir, "ca.pem", ca.CertPEM),
-		otherCAFile:     writeFile(t, dir, "other-ca.pem", other.CertPEM),
-		certFile:        writeFile(t, dir, "client.pem", certPEM),
-		keyFile:         writeFile(t, dir, "client-key.pem", keyPEM),
+		caFile:          e2etest.WriteFile(t, dir, "ca.pem", ca.CertPEM),
+		otherCAFile:     e2etest.WriteFile(t, dir, "other-ca.pem", other.CertPEM),
+		certFile:        e2etest.WriteFile(t, dir, "client.pem", certPEM),
+		keyFile:         e2etest.WriteFile(t, dir, "client-key.pem", keyPEM),
 		kafkaUser:       "walrelay",
 		kafkaPassword:   "kafka-pw-" + harness.Uniq() + harness.Uniq(),
 		pgRole:          "walrelay",
@@ -106,15 +106,6 @@ func startSecureServers(t *testing.T) *secureServers {
 	return s
 }
 
-func writeFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // kafkaOpts are a client's TLS (CA and client certificate) and SASL options.
 func (s *secureServers) kafkaOpts(m sasl.Mechanism, cert bool) []kgo.Opt {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: s.caPool}
@@ -130,8 +121,8 @@ func (s *secureServers) kafkaOpts(m sasl.Mechanism, cert bool) []kgo.Opt {
 func (s *secureServers) newEnv(t *testing.T) *env {
 	t.Helper()
 	b := s.bed
-	e := &env{Env: harness.NewEnvOn(t, b, relayBin), brokers: b.SecureBrokers()}
-	e.kafkaOpts = s.kafkaOpts(scram.Auth{User: s.kafkaUser, Pass: s.kafkaPassword}.AsSha512Mechanism(), true)
+	e := &env{Env: harness.NewEnvOn(t, b, relayBin), Brokers: b.SecureBrokers()}
+	e.KafkaOpts = s.kafkaOpts(scram.Auth{User: s.kafkaUser, Pass: s.kafkaPassword}.AsSha512Mechanism(), true)
 	u, err := url.Parse(e.DSN)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +131,7 @@ func (s *secureServers) newEnv(t *testing.T) *env {
 	// walrelay can create the publication; it is no superuser.
 	b.Exec(t, e.DSN, fmt.Sprintf(`ALTER TABLE outbox OWNER TO %s; GRANT CREATE ON DATABASE %s TO %s`,
 		s.pgRole, pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize(), s.pgRole))
-	e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(s.roleDSN(t, e, s.pgPassword)+"\n"))
+	e.PGURLFile = e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(s.roleDSN(t, e, s.pgPassword)+"\n"))
 	return e
 }
 
@@ -148,18 +139,11 @@ func (s *secureServers) newEnv(t *testing.T) *env {
 // server's certificate, sslmode=verify-full and sslrootcert.
 func (s *secureServers) roleDSN(t *testing.T, e *env, password string) string {
 	t.Helper()
-	dsn := withUser(t, e.DSN, s.pgRole, password)
+	dsn := e2etest.WithUser(t, e.DSN, s.pgRole, password)
 	if !strings.Contains(dsn, "sslmode=verify-full") || !strings.Contains(dsn, "sslrootcert=") || !strings.Contains(dsn, "@"+testbed.PGCertHost+":") {
 		t.Fatalf("the secure bed's DSN does not use verify-full with a root certificate at %s", testbed.PGCertHost)
 	}
 	return dsn
-}
-
-// commandArgs are the flags for walrelay cmd (check, status) against e,
-// other than Kafka's security.
-func (e *env) commandArgs(cmd string) []string {
-	return []string{cmd, "--pg-url-file", e.pgURLFile, "--brokers", strings.Join(e.kafkaBrokers(), ","),
-		"--slot", e.Slot, "--publication", e.Pub, "--header-columns", "type:eventType"}
 }
 
 // kafkaArgs are walrelay's flags for the SASL_SSL listener.
@@ -233,7 +217,7 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 			if c.fromFile {
 				// A trailing newline, as editors and `echo` leave, is not
 				// part of the password.
-				args = append(args, "--kafka-sasl-password-file", writeFile(t, t.TempDir(), "kafka-pw", []byte(s.kafkaPassword+"\n")))
+				args = append(args, "--kafka-sasl-password-file", e2etest.WriteFile(t, t.TempDir(), "kafka-pw", []byte(s.kafkaPassword+"\n")))
 			} else {
 				environ = []string{"WALRELAY_KAFKA_SASL_PASSWORD=" + s.kafkaPassword}
 			}
@@ -264,7 +248,7 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 		{
 			name: "wrong SASL password from file", cause: "kafka", dsn: rightPG,
 			args: append(s.kafkaArgs("PLAIN"), "--kafka-sasl-password-file",
-				writeFile(t, t.TempDir(), "wrong-pw", []byte(s.secrets["wrong Kafka SASL password"]))),
+				e2etest.WriteFile(t, t.TempDir(), "wrong-pw", []byte(s.secrets["wrong Kafka SASL password"]))),
 			want:    regexp.MustCompile(`SASL_AUTHENTICATION_FAILED`),
 			refused: "Kafka refused the SASL login: fix --kafka-sasl-username and the password (WALRELAY_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file)",
 		},
@@ -302,7 +286,7 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 	for _, c := range failures {
 		t.Run(c.name, func(t *testing.T) {
 			e := s.newEnv(t)
-			e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(c.dsn(t, e)))
+			e.PGURLFile = e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(c.dsn(t, e)))
 			if c.refused != "" {
 				s.relayRefusedAtStart(t, e, c.environ, c.args, c.want, c.refused)
 				return
@@ -318,8 +302,8 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 	t.Helper()
 	w := &harness.Workload{Writers: 2, Events: 300, Aggregates: 10, MaxTxRows: 5, Rollback: 0.1}
 	w.Prepare(t, e.Env)
-	c := e.collect(t)
-	relay := e.startRelayEnv(t, environ, args...)
+	c := e.Collect(t)
+	relay := e.StartEnv(t, environ, args...)
 	relay.WaitStreaming()
 
 	// The walsender streaming the slot is the password role's, over TLS.
@@ -345,7 +329,7 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 	}
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 2*time.Minute)
-	checkRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
 	code, body := relay.Get("/readyz")
 	if code != 200 {
 		t.Errorf("/readyz = %d %q, want 200", code, body)
@@ -358,12 +342,12 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
 	// check and status take the same flags and files.
-	code, checkOut := runOnce(t, environ, append(e.commandArgs("check"), args...)...)
+	code, checkOut := e2etest.RunOnce(t, environ, append(e.CommandArgs("check"), args...)...)
 	if code != 0 || !strings.Contains(checkOut, "checks passed") || !strings.Contains(checkOut, "PASS  reach Kafka") {
 		t.Errorf("walrelay check: exit %d, want 0 with every check passed:\n%s", code, checkOut)
 	}
 	s.assertNoSecrets(t, "walrelay check's output", checkOut)
-	code, statusOut := runOnce(t, environ, append(e.commandArgs("status"), args...)...)
+	code, statusOut := e2etest.RunOnce(t, environ, append(e.CommandArgs("status"), args...)...)
 	if code != 0 || !strings.Contains(statusOut, "active                 no") {
 		t.Errorf("walrelay status: exit %d, want 0 with an inactive slot:\n%s", code, statusOut)
 	}
@@ -382,13 +366,13 @@ func (s *secureServers) relayOutbox(t *testing.T, e *env, environ, args []string
 // the setting to fix, without a password in the output.
 func (s *secureServers) relayRefusedAtStart(t *testing.T, e *env, environ, args []string, want *regexp.Regexp, hint string) {
 	t.Helper()
-	pgURL := []string{"--pg-url-file", e.pgURLFile}
+	pgURL := []string{"--pg-url-file", e.PGURLFile}
 	for _, cmd := range []string{"run", "check"} {
-		all := append(e.RunArgs(pgURL, e.kafkaBrokers()), args...)
+		all := append(e.RunArgs(pgURL, e.KafkaBrokers()), args...)
 		if cmd == "check" {
-			all = append(e.commandArgs("check"), args...)
+			all = append(e.CommandArgs("check"), args...)
 		}
-		code, out := runFor(t, time.Minute, environ, all...)
+		code, out := e2etest.RunFor(t, time.Minute, environ, all...)
 		if code != 2 || !want.MatchString(out) || !strings.Contains(out, hint) {
 			t.Errorf("walrelay %s: exit %d, want 2 with %q and %q:\n%s", cmd, code, want, hint, out)
 		}
@@ -404,7 +388,7 @@ func (s *secureServers) relayRefusedAtStart(t *testing.T, e *env, environ, args 
 // stop cleanly.
 func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []string, cause string, want *regexp.Regexp) {
 	t.Helper()
-	relay := e.startRelayEnv(t, environ, args...)
+	relay := e.StartEnv(t, environ, args...)
 	// The error is in walrelay's own warning, at the default level, not
 	// only in the Kafka client's debug lines.
 	var logged string
@@ -458,7 +442,7 @@ func (s *secureServers) relayRefused(t *testing.T, e *env, environ, args []strin
 	s.assertNoSecrets(t, "/readyz", readyBody)
 	s.assertNoSecrets(t, "/metrics", metrics)
 	// walrelay check fails the same way, and says so without the password.
-	code, checkOut := runOnce(t, environ, append(e.commandArgs("check"), args...)...)
+	code, checkOut := e2etest.RunOnce(t, environ, append(e.CommandArgs("check"), args...)...)
 	if code != 2 || !want.MatchString(checkOut) || !strings.Contains(checkOut, "FAIL  ") {
 		t.Errorf("walrelay check: exit %d, want 2 with a FAIL line matching %q:\n%s", code, want, checkOut)
 	}
@@ -504,7 +488,7 @@ func (s *secureServers) checkServers(t *testing.T) {
 	if err := connErr(noPW.String()); err == nil {
 		t.Errorf("PostgreSQL let the superuser in without a password")
 	}
-	if err := connErr(withUser(t, dsn, s.pgRole, s.secrets["wrong PostgreSQL password"])); sqlstate(err) != "28P01" {
+	if err := connErr(e2etest.WithUser(t, dsn, s.pgRole, s.secrets["wrong PostgreSQL password"])); sqlstate(err) != "28P01" {
 		t.Errorf("PostgreSQL with a wrong password: %v, want SQLSTATE 28P01", err)
 	}
 	var hba []string
@@ -564,9 +548,9 @@ func TestSecureConfigurationMistakes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	const kafkaPW, pgPW = "kafka-pw-never-shown", "pg-pw-never-shown"
-	pwFile := writeFile(t, dir, "kafka-pw", []byte(kafkaPW+"\n"))
-	badDSN := writeFile(t, dir, "bad-dsn", []byte("postgres://walrelay:"+pgPW+"@[::1/db?sslmode=verify-full\n"))
-	goodDSN := writeFile(t, dir, "dsn", []byte("postgres://walrelay:"+pgPW+"@localhost:1/db?sslmode=verify-full\n"))
+	pwFile := e2etest.WriteFile(t, dir, "kafka-pw", []byte(kafkaPW+"\n"))
+	badDSN := e2etest.WriteFile(t, dir, "bad-dsn", []byte("postgres://walrelay:"+pgPW+"@[::1/db?sslmode=verify-full\n"))
+	goodDSN := e2etest.WriteFile(t, dir, "dsn", []byte("postgres://walrelay:"+pgPW+"@localhost:1/db?sslmode=verify-full\n"))
 	pwEnv := []string{"WALRELAY_KAFKA_SASL_PASSWORD=" + kafkaPW}
 	base := func(extra ...string) []string {
 		return append([]string{"run", "--pg-url-file", goodDSN, "--brokers", "127.0.0.1:1", "--http-addr", ""}, extra...)
@@ -591,7 +575,7 @@ func TestSecureConfigurationMistakes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out := runOnce(t, c.env, append(c.args, "--log-level", "debug")...)
+			code, out := e2etest.RunOnce(t, c.env, append(c.args, "--log-level", "debug")...)
 			if code != 2 {
 				t.Errorf("exit code %d, want 2; output:\n%s", code, out)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -17,8 +18,8 @@ import (
 func TestDroppedSlotIsNotRecreated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
@@ -34,7 +35,7 @@ func TestDroppedSlotIsNotRecreated(t *testing.T) {
 	lostID := harness.NewUUID()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 2}')`, lostID, e.AggType(0))
 
-	again := e.startRelay(t)
+	again := e.Start(t)
 	harness.WaitFor(t, time.Minute, "walrelay to exit or to stream a slot again", func() bool {
 		return again.Exited() || e.Walsender(t) != 0
 	})
@@ -55,7 +56,7 @@ func TestDroppedSlotIsNotRecreated(t *testing.T) {
 	}
 
 	// Nor does walrelay setup create it.
-	if out, code := runCmd(t, e, "setup", "--role", ""); code != 3 || !strings.Contains(out, "replication slot gone") {
+	if out, code := e2etest.RunCmd(t, e, "setup", "--role", ""); code != 3 || !strings.Contains(out, "replication slot gone") {
 		t.Errorf("walrelay setup: exit %d, want 3 saying the slot is gone:\n%s", code, out)
 	}
 	if s := e.Bed.Slot(t, e.DSN, e.Slot); s.Exists {
@@ -64,7 +65,7 @@ func TestDroppedSlotIsNotRecreated(t *testing.T) {
 
 	// Accepting the gap: the slot is created again, the gap logged, and
 	// the events committed from then on are relayed.
-	recreated := e.startRelay(t, "--recreate-missing-slot")
+	recreated := e.Start(t, "--recreate-missing-slot")
 	recreated.WaitStreaming()
 	if !strings.Contains(recreated.Log(), "gap") {
 		t.Errorf("walrelay --recreate-missing-slot did not log the gap; log:\n%s", recreated.Log())
@@ -81,56 +82,6 @@ func TestDroppedSlotIsNotRecreated(t *testing.T) {
 	}
 }
 
-// TestCheckpointTopicMustBeCompacted: the slot markers need a compacted
-// topic: a deleting one, or a missing one under --create-topics=false,
-// stops walrelay with exit 2 and the command that fixes it, before any slot
-// is created; with --create-topics walrelay creates it compacted.
-func TestCheckpointTopicMustBeCompacted(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	deleting := e.Prefix + ".checkpoints-delete"
-	e.Bed.CreateTopicWith(t, deleting, 1, map[string]string{"cleanup.policy": "delete"})
-	cases := []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"deleting topic", []string{"--checkpoint-topic", deleting}, "--add-config cleanup.policy=compact"},
-		{"missing topic, --create-topics=false", []string{"--checkpoint-topic", e.Prefix + ".checkpoints-missing", "--create-topics=false"}, "--config cleanup.policy=compact"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			relay := e.startRelay(t, tc.args...)
-			if code := relay.Wait(time.Minute); code != 2 {
-				t.Errorf("exit code %d, want 2", code)
-			}
-			if !strings.Contains(relay.Log(), tc.want) {
-				t.Errorf("walrelay's output lacks %q; log:\n%s", tc.want, relay.Log())
-			}
-			if e.Bed.Slot(t, e.DSN, e.Slot).Exists {
-				t.Errorf("walrelay created slot %s", e.Slot)
-			}
-		})
-	}
-	created := e.Prefix + ".checkpoints-created"
-	relay := e.startRelay(t, "--checkpoint-topic", created)
-	relay.WaitStreaming()
-	recs := e.Bed.ConsumeAll(t, []string{created}, time.Second)
-	if len(recs) == 0 {
-		t.Fatalf("no marker record in %s", created)
-	}
-	if want := "marker/"; !strings.HasPrefix(string(recs[0].Key), want) || !strings.HasSuffix(string(recs[0].Key), "/"+e.Slot) {
-		t.Errorf("marker key %q, want marker/<system>/<database>/%s", recs[0].Key, e.Slot)
-	}
-	out, code := runCmd(t, e, "check", "--checkpoint-topic", created)
-	if code != 0 || !strings.Contains(out, "PASS  checkpoint topic "+created+": exists, 1 partition(s), cleanup.policy=compact") {
-		t.Errorf("walrelay check (exit %d) does not pass the created topic:\n%s", code, out)
-	}
-	if code := relay.Stop(time.Minute); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-}
-
 // TestSlotFailoverFlag: --slot-failover=true on a server without failover
 // slots (before 17) stops with exit 2 naming the version; on 17+ the slot
 // is created as a failover slot (pg_replication_slots.failover).
@@ -141,7 +92,7 @@ func TestSlotFailoverFlag(t *testing.T) {
 	if err := e.Bed.QueryRow(t, e.DSN, `SELECT current_setting('server_version_num')::int`).Scan(&num); err != nil {
 		t.Fatal(err)
 	}
-	relay := e.startRelay(t, "--slot-failover=true")
+	relay := e.Start(t, "--slot-failover=true")
 	if num < 170000 {
 		if code := relay.Wait(time.Minute); code != 2 {
 			t.Errorf("exit code %d on PostgreSQL %d, want 2", code, num)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -54,8 +55,8 @@ func TestSlotBeingCreatedIsWaitedFor(t *testing.T) {
 	}
 	harness.WaitFor(t, 30*time.Second, "the slot's row with confirmed_flush_lsn NULL, held by the creating session", beingCreated)
 
-	c := e.collect(t)
-	relays := []*relayProc{e.startRelay(t), e.startRelay(t, "--recreate-lost-slot")}
+	c := e.Collect(t)
+	relays := []*relayProc{e.Start(t), e.Start(t, "--recreate-lost-slot")}
 	for i, r := range relays {
 		harness.WaitFor(t, time.Minute, "walrelay to say it waits for the slot being created", func() bool {
 			if r.Exited() {
@@ -100,7 +101,7 @@ func TestSlotBeingCreatedIsWaitedFor(t *testing.T) {
 	}
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), time.Minute)
-	checkRecords(t, e, c.ToEnd(), rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 3, false)
 	after := e.Bed.CurrentWALLSN(t, e.DSN)
 	harness.WaitFor(t, time.Minute, "confirmed_flush_lsn to pass the relayed rows", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
@@ -126,7 +127,7 @@ func TestStartPositionIsReReadOnceTheSlotIsHeld(t *testing.T) {
 	ctx := context.Background()
 	e.Bed.Exec(t, e.DSN, `CREATE PUBLICATION `+e.Pub+` FOR TABLE outbox WITH (publish = 'insert')`)
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
-	c := e.collect(t)
+	c := e.Collect(t)
 
 	pg := harness.NewPGProxy(t, harness.PGHostPort(t, e.DSN))
 	started, startRepl := pg.HoldBefore(harness.PGStartReplication)
@@ -139,7 +140,7 @@ func TestStartPositionIsReReadOnceTheSlotIsHeld(t *testing.T) {
 	// comes from its watermark, not from an idle keepalive's WAL end.
 	kafka := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
 	_, produce := kafka.HoldBefore(harness.KafkaProduce)
-	relay := e.startRelay(t, "--pg-url", harness.DSNVia(t, e.DSN, pg.Addr(), nil), "--brokers", kafka.Addr(), "--status-interval", "2s")
+	relay := e.Start(t, "--pg-url", harness.DSNVia(t, e.DSN, pg.Addr(), nil), "--brokers", kafka.Addr(), "--status-interval", "2s")
 	select {
 	case <-started:
 	case <-time.After(time.Minute):

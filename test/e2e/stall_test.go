@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestKafkaStallKeepsTheReplicationConnection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.collect(t)
+	c := e.Collect(t)
 	// N.B. about 17 MB of single-row transactions: more than the 4 MiB
 	// replication buffer and the in-flight limit together, so the stream
 	// waits for room with the rest still in PostgreSQL.
@@ -28,7 +29,7 @@ func TestKafkaStallKeepsTheReplicationConnection(t *testing.T) {
 	w.Prepare(t, e.Env)
 	kafka := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
 	const interval = time.Second
-	relay := e.startRelay(t, "--brokers", kafka.Addr(), "--status-interval", interval.String(),
+	relay := e.Start(t, "--brokers", kafka.Addr(), "--status-interval", interval.String(),
 		"--max-inflight-bytes", "2097152", "--kafka-delivery-timeout", "2m")
 	relay.WaitStreaming()
 	heal := kafka.Isolate()
@@ -47,7 +48,7 @@ func TestKafkaStallKeepsTheReplicationConnection(t *testing.T) {
 	heal()
 	rows := e.CommittedRows(t)
 	recs := c.WaitFor(len(rows), 2*time.Minute)
-	checkRecords(t, e, recs, rows, w.RolledBack(), 3, false)
+	e2etest.CheckRecords(t, e, recs, rows, w.RolledBack(), 3, false)
 	if n, _ := relay.MetricOK("walrelay_restarts_total"); n != 0 {
 		t.Errorf("walrelay_restarts_total = %v after Kafka stalled, want 0: waiting on Kafka was taken for a dead PostgreSQL connection", n)
 	}

@@ -39,7 +39,7 @@ func TestUnsupportedMappedColumnRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			relay := e.startRelay(t, c.args...)
+			relay := e.Start(t, c.args...)
 			code := relay.Wait(30 * time.Second)
 			if code != 2 {
 				t.Errorf("exit code %d, want 2; log:\n%s", code, relay.Log())
@@ -64,8 +64,8 @@ func TestUnmappableTableDeadLetterNamesEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	dlq := e.Prefix + ".dlq"
-	dc := e.collectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
-	relay := e.startRelay(t, "--dlq-topic", dlq)
+	dc := e.CollectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay := e.Start(t, "--dlq-topic", dlq)
 	relay.WaitStreaming()
 	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox DROP COLUMN payload`)
 	id := harness.NewUUID()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -36,8 +37,8 @@ func TestUnixSocket(t *testing.T) {
 
 	w := &harness.Workload{Writers: 2, Events: 6000, Aggregates: 50, MaxTxRows: 10, Rollback: 0.05}
 	w.Prepare(t, e.Env)
-	c := e.collect(t)
-	relay := e.startRelay(t, "--pg-url", u.String())
+	c := e.Collect(t)
+	relay := e.Start(t, "--pg-url", u.String())
 	relay.WaitStreaming()
 	peers, err := harness.TCPPeers(relay.Pid())
 	if err != nil {
@@ -55,7 +56,7 @@ func TestUnixSocket(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "confirmed_flush_lsn to pass the workload", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, false)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}

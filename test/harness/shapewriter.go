@@ -42,22 +42,19 @@ type ShapeWorkload struct {
 	// Seed makes the writers' choices reproducible (not their timing).
 	Seed uint64
 
-	committed  atomic.Int64
 	idSeq      atomic.Int64
 	poisonLeft atomic.Int64
 	hugeDone   atomic.Bool
 	parts      atomic.Int32 // part values in use: 4, or 6 once attached
-	init       sync.Once
-	mu         sync.Mutex
-	rolledBack map[string]bool
-	unknown    map[string]bool
-	backends   backends // the writers' server processes
+	once       sync.Once
+
+	writeLog
 }
 
 func (w *ShapeWorkload) setup() {
-	w.init.Do(func() {
+	w.once.Do(func() {
 		w.Shape = w.Shape.withDefaults()
-		w.rolledBack, w.unknown = map[string]bool{}, map[string]bool{}
+		w.init()
 		w.poisonLeft.Store(int64(w.Poison))
 		if w.Shape.AttachLater {
 			w.parts.Store(4)
@@ -93,67 +90,23 @@ func (w *ShapeWorkload) Attach(t testing.TB, e *Env) {
 	w.parts.Store(6)
 }
 
-// Committed is the number of non-poison outbox rows whose commit succeeded.
-func (w *ShapeWorkload) Committed() int64 { return w.committed.Load() }
-
 // PoisonCommitted is how many poison rows were committed (or may have been).
 func (w *ShapeWorkload) PoisonCommitted() int { return w.Poison - int(w.poisonLeft.Load()) }
 
 // HugeDone reports whether the huge transaction committed.
 func (w *ShapeWorkload) HugeDone() bool { return w.hugeDone.Load() }
 
-// RolledBack returns the ids of rows rolled back, whole transactions and
-// savepoints (phantom candidates).
-func (w *ShapeWorkload) RolledBack() map[string]bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[string]bool, len(w.rolledBack))
-	for id := range w.rolledBack {
-		out[id] = true
-	}
-	return out
-}
-
-// Unknown returns how many rows were in transactions whose outcome was not
-// known; the tables say which committed.
-func (w *ShapeWorkload) Unknown() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.unknown)
-}
-
 // Start runs the workload in the background.
 func (w *ShapeWorkload) Start(e *Env) *Writing {
-	ctx, cancel := context.WithCancel(context.Background())
-	wr := &Writing{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		wr.err = w.Run(ctx, e)
-		close(wr.done)
-	}()
-	return wr
+	return w.start(func(ctx context.Context) error { return w.Run(ctx, e) })
 }
 
 // Run writes until Events rows are committed or ctx ends.
 func (w *ShapeWorkload) Run(ctx context.Context, e *Env) error {
 	w.setup()
-	errs := make(chan error, w.Writers)
-	var wg sync.WaitGroup
-	for i := 0; i < w.Writers; i++ {
-		wg.Add(1)
-		go func(i uint64) {
-			defer wg.Done()
-			errs <- w.writer(ctx, e, i, mrand.New(mrand.NewPCG(w.Seed, i)))
-		}(uint64(i))
-	}
-	wg.Wait()
-	w.backends.await(e)
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.run(ctx, e, w.Writers, func(ctx context.Context, i uint64) error {
+		return w.writer(ctx, e, i, mrand.New(mrand.NewPCG(w.Seed, i)))
+	})
 }
 
 func (w *ShapeWorkload) done(ctx context.Context) bool {
@@ -193,60 +146,20 @@ func (w *ShapeWorkload) plan(rng *mrand.Rand, writer uint64) shapeTx {
 }
 
 func (w *ShapeWorkload) writer(ctx context.Context, e *Env, i uint64, rng *mrand.Rand) error {
-	wc := &writerConn{dsn: e.DSN, opened: w.backends.opened}
-	defer wc.close()
-	for !w.done(ctx) {
-		conn, err := wc.get(ctx)
-		if err != nil || conn == nil {
-			return err // nil: ctx ended
-		}
+	return w.loop(ctx, e, w.Pause, w.done, func(ctx context.Context, conn *pgx.Conn) (txAttempt, error) {
 		p := w.plan(rng, i)
 		ids, spIDs, err := w.tx(ctx, e, conn, rng, p)
-		w.record(w.rolledBack, spIDs)
-		switch classify(ctx, conn, err) {
-		case txDone:
-			if p.rollback {
-				w.record(w.rolledBack, ids)
-				break
-			}
-			w.committed.Add(int64(p.rows))
-			if p.huge {
-				w.hugeDone.Store(true)
-			}
-		case txAborted:
-			w.record(w.rolledBack, ids)
-			if p.poison {
-				w.poisonLeft.Add(1)
-			}
-		case txStopped:
-			w.record(w.unknown, ids)
-			return nil
-		case txUnknown:
-			// N.B. a COMMIT whose answer was lost may have committed: the
-			// tables, read at the end, are the truth. A poison row that may
-			// have committed is not written again.
-			w.record(w.unknown, ids)
-			wc.drop()
-			continue
-		default:
-			return fmt.Errorf("writer: %w", err)
+		a := txAttempt{ids: ids, spIDs: spIDs, rows: p.rows, rollback: p.rollback}
+		if p.huge {
+			a.committed = func() { w.hugeDone.Store(true) }
 		}
-		if w.Pause > 0 {
-			time.Sleep(w.Pause)
+		if p.poison {
+			// N.B. only a poison row the server aborted is written again;
+			// one that may have committed (the connection broke) is not.
+			a.aborted = func() { w.poisonLeft.Add(1) }
 		}
-	}
-	return nil
-}
-
-func (w *ShapeWorkload) record(set map[string]bool, ids []string) {
-	if len(ids) == 0 {
-		return
-	}
-	w.mu.Lock()
-	for _, id := range ids {
-		set[id] = true
-	}
-	w.mu.Unlock()
+		return a, err
+	})
 }
 
 func (w *ShapeWorkload) newID() string {

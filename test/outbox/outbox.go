@@ -1,21 +1,35 @@
 // Package outbox holds the one outbox table DDL that the tests, the
 // benchmarks, the compatibility check and the demo create: DESIGN.md's
 // table, column for column Debezium's (id, aggregatetype, aggregateid,
-// type, payload). Input: none. Output: TableDDL. Invariant: every copy of the
-// outbox table in this repository is TableDDL; deploy/compose/init.sql, which
-// is SQL, is compared with it by test/compose.
+// type, payload). Input: none. Output: TableDDL, its Columns (for
+// partitioned outboxes) and Table (another name or payload type).
+// Invariant: every copy of the outbox table in this repository comes from
+// here; deploy/compose/init.sql, which is SQL, is compared with it by
+// test/compose.
 //
 // It imports nothing, so that binaries (bench, compat, demo) can use it
 // without the testing package that test/harness brings.
 package outbox
 
+// head is the outbox table's columns before payload.
+const head = `id uuid NOT NULL, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL`
+
+// Columns are the outbox table's columns without its key, for a
+// partitioned outbox, whose key must hold the partition key too.
+const Columns = head + `, payload jsonb`
+
 // TableDDL creates the outbox table public.outbox (in the search path's
 // first schema).
 const TableDDL = `
-CREATE TABLE outbox (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb
-);`
+CREATE TABLE outbox (` + Columns + `, PRIMARY KEY (id));`
+
+// Table is TableDDL for a table called name whose payload column has type
+// payload (json, jsonb, bytea), with extra columns (SQL column definitions)
+// after it.
+func Table(name, payload string, extra ...string) string {
+	s := `CREATE TABLE ` + name + ` (` + head + `, payload ` + payload
+	for _, c := range extra {
+		s += `, ` + c
+	}
+	return s + `, PRIMARY KEY (id));`
+}

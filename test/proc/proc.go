@@ -8,8 +8,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/walrelay/walrelay/internal/procstat"
 )
 
 // Options say what to start and how.
@@ -222,8 +220,8 @@ func (p *Proc) Sample() {
 	if p.Exited() {
 		return
 	}
-	kb := procstat.PeakRSSKB(p.Pid())
-	cpu := procstat.CPUSeconds(p.Pid())
+	kb := PeakRSSKB(p.Pid())
+	cpu := CPUSeconds(p.Pid())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.peakKB = max(p.peakKB, kb)
@@ -234,7 +232,7 @@ func (p *Proc) Sample() {
 
 // ResetPeak forgets the peak so far (VmHWM is reset to the current RSS).
 func (p *Proc) ResetPeak() {
-	_ = procstat.ResetPeakRSS(p.Pid())
+	_ = ResetPeakRSS(p.Pid())
 	p.mu.Lock()
 	p.peakKB = 0
 	p.mu.Unlock()

@@ -18,7 +18,6 @@ import (
 
 	"github.com/walrelay/walrelay/bench/connect"
 	"github.com/walrelay/walrelay/bench/internal/rig"
-	"github.com/walrelay/walrelay/sink"
 )
 
 type bench struct {
@@ -65,6 +64,13 @@ func newBench(ctx context.Context, cfg *config, env *rig.Env) (*bench, error) {
 	if cfg.has(relayNull) && !rig.HasFlag(b.bin, "bench-null-sink") {
 		return nil, fmt.Errorf("relay %s: %s has no --bench-null-sink: build it with go build -tags bench ./cmd/walrelay (make bench does)", relayNull, b.bin)
 	}
+	inflight, err := rig.FlagDefault(b.bin, "max-inflight-bytes")
+	if err != nil {
+		return nil, err
+	}
+	if b.res.inflightBytes, err = strconv.Atoi(inflight); err != nil {
+		return nil, fmt.Errorf("read the default of --max-inflight-bytes: %w", err)
+	}
 	b.profiling = cfg.profile && rig.HasFlag(b.bin, "cpu-profile")
 	b.httpAddr = rig.HasFlag(b.bin, "http-addr")
 	if cfg.profile && !b.profiling {
@@ -90,7 +96,7 @@ func newBench(ctx context.Context, cfg *config, env *rig.Env) (*bench, error) {
 		Partitions: cfg.partitions, W2Rates: cfg.w2Rates, W2Seconds: cfg.w2Duration.Seconds(),
 		StatusInterval:   cfg.status.String(),
 		WalrelayArgs:     b.walrelayArgs("SLOT", "PUB", false, ""),
-		WalrelayInflight: strconv.Itoa(sink.DefaultMaxInflightBytes) + " (default of --max-inflight-bytes)",
+		WalrelayInflight: strconv.Itoa(b.res.inflightBytes) + " (default of --max-inflight-bytes)",
 		RecvArgs:         recvArgs("DSN", "SLOT", "PUB", 0),
 		ConnectJVM:       rig.ConnectJVMOptions,
 		ConnectWorker:    rig.DebeziumWorkerProps(cfg.status, 1048588),

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // relayChainFloor names the slot and Kafka floors in series, under the W2
@@ -61,7 +61,7 @@ func (b *bench) measureChain(ctx context.Context, floor *floorReader, typ string
 	}
 	defer cons.close()
 	floorSender := b.walsenderPID(ctx, floor.slot)
-	fs0, fr0 := procstat.CPUSeconds(floorSender), procstat.CPUSeconds(floor.pid())
+	fs0, fr0 := proc.CPUSeconds(floorSender), proc.CPUSeconds(floor.pid())
 	box := b.startUsage()
 	sent := b.writePhase(ctx, &l, typ, rate, dur, seq0)
 	const grace = 2 * time.Minute

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-
-	"github.com/walrelay/walrelay/sink"
 )
 
 func f0(x float64) string {
@@ -182,14 +180,14 @@ func targets(res *Results) string {
 			fmt.Fprintf(&b, "- %s: null sink %.0f events/s = %.2f× pg_recvlogical; target ≥ 0.9×: %s.\n", wl, null.EventsPerS, null.EventsPerS/recv.EventsPerS, met(null.EventsPerS >= 0.9*recv.EventsPerS))
 		}
 		if wr != nil {
-			bound := float64(sink.DefaultMaxInflightBytes>>20) + memoryBoundSlackMiB
+			bound := float64(res.inflightBytes>>20) + memoryBoundSlackMiB
 			fmt.Fprintf(&b, "- %s: walrelay peak RSS %.1f MiB; bound ≤ in-flight limit (%d MiB, the default) + %d MiB = %.0f MiB (README, \"Backpressure and memory\"): %s.\n",
-				wl, wr.PeakRSSMB, sink.DefaultMaxInflightBytes>>20, memoryBoundSlackMiB, bound, met(wr.PeakRSSMB <= bound))
+				wl, wr.PeakRSSMB, res.inflightBytes>>20, memoryBoundSlackMiB, bound, met(wr.PeakRSSMB <= bound))
 		}
 		for _, d := range []*Drain{wr, get(wl, relayNew)} {
 			if d != nil && len(d.Inflight) > 0 {
 				fmt.Fprintf(&b, "- %s: %s in flight (walrelay_inflight_bytes every 250 ms): median %.2f MiB, peak %.2f MiB of the %d MiB limit.\n",
-					wl, d.Relay, d.InflightMedianMiB, d.InflightPeakMiB, sink.DefaultMaxInflightBytes>>20)
+					wl, d.Relay, d.InflightMedianMiB, d.InflightPeakMiB, res.inflightBytes>>20)
 			}
 		}
 		if wr != nil && wr.SteadyRSSMB > 0 {

@@ -16,6 +16,10 @@ type Results struct {
 	// WALMessages is the wmsg workload (wmsg.go).
 	WALMessages []WALCompare `json:"wmsg,omitempty"`
 	Errors      []string     `json:"errors,omitempty"`
+
+	// inflightBytes is the walrelay binary's default --max-inflight-bytes
+	// (its run -h), the bound the report checks the peak RSS against.
+	inflightBytes int
 }
 
 // Machine says where the figures come from.

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
-	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // runW1 creates every relay's slot, then for each backlog commits it while
@@ -189,8 +189,8 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 
 	d.LoadBefore = rig.LoadAvg()
 	busy0 := rig.ReadMachineCPU()
-	broker0 := procstat.CPUSeconds(b.env.KafkaPID)
-	self0 := procstat.CPUSeconds(os.Getpid())
+	broker0 := proc.CPUSeconds(b.env.KafkaPID)
+	self0 := proc.CPUSeconds(os.Getpid())
 	logf("%s: %s draining %d events", wl, relay, events)
 	workerDir := ""
 	if relay == relayDebezium {
@@ -217,7 +217,7 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 			break
 		}
 		if st.ActivePID != 0 {
-			if c := procstat.CPUSeconds(st.ActivePID); c >= 0 {
+			if c := proc.CPUSeconds(st.ActivePID); c >= 0 {
 				walsenderCPU = c
 			}
 		}
@@ -255,11 +255,11 @@ func (b *bench) drain(ctx context.Context, wl, relay string, endpos pglogrepl.LS
 	d.InflightMedianMiB, d.InflightPeakMiB = inflightFigures(d.Inflight)
 	d.WalsenderCPUS = round(walsenderCPU, 2)
 	if b.env.KafkaPID != 0 {
-		d.BrokerCPUS = round(procstat.CPUSeconds(b.env.KafkaPID)-broker0, 2)
+		d.BrokerCPUS = round(proc.CPUSeconds(b.env.KafkaPID)-broker0, 2)
 	}
 	busy1 := rig.ReadMachineCPU()
 	d.BusyShare = round(rig.BusyShare(busy0, busy1), 3)
-	d.OtherCPUS = round(max(0, rig.BusySeconds(busy0, busy1)-d.CPUS-d.WalsenderCPUS-d.BrokerCPUS-(procstat.CPUSeconds(os.Getpid())-self0)), 1)
+	d.OtherCPUS = round(max(0, rig.BusySeconds(busy0, busy1)-d.CPUS-d.WalsenderCPUS-d.BrokerCPUS-(proc.CPUSeconds(os.Getpid())-self0)), 1)
 	d.LoadAfter = rig.LoadAvg()
 	if err := r.stop(); err != nil && d.Error == "" {
 		d.Error = "stop: " + err.Error()

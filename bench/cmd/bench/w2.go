@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
-	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // runW2 runs walrelay, then Kafka's own floor (kafkaFloor), then the slot
@@ -146,7 +146,7 @@ func (b *bench) measure(ctx context.Context, r *running, slot string, floor *flo
 	// The box's other busy processes over the phase, each on its own.
 	walsender := b.walsenderPID(ctx, slot)
 	floorSender := b.walsenderPID(ctx, floor.slot)
-	ws0, fs0, fr0 := procstat.CPUSeconds(walsender), procstat.CPUSeconds(floorSender), procstat.CPUSeconds(floor.pid())
+	ws0, fs0, fr0 := proc.CPUSeconds(walsender), proc.CPUSeconds(floorSender), proc.CPUSeconds(floor.pid())
 	box := b.startUsage()
 
 	const hist, kafkaHist = "walrelay_commit_to_ack_seconds", "walrelay_kafka_ack_seconds"
@@ -194,7 +194,7 @@ type boxUsage struct {
 }
 
 func (b *bench) startUsage() boxUsage {
-	return boxUsage{broker: procstat.CPUSeconds(b.env.KafkaPID), self: procstat.CPUSeconds(os.Getpid()), busy: rig.ReadMachineCPU()}
+	return boxUsage{broker: proc.CPUSeconds(b.env.KafkaPID), self: proc.CPUSeconds(os.Getpid()), busy: rig.ReadMachineCPU()}
 }
 
 // end sets l's broker and bench CPU seconds since u, the machine's busy
@@ -252,7 +252,7 @@ func cpuSince(pid int, c0 float64) float64 {
 	if pid == 0 || c0 < 0 {
 		return 0
 	}
-	c := procstat.CPUSeconds(pid)
+	c := proc.CPUSeconds(pid)
 	if c < 0 {
 		return 0
 	}

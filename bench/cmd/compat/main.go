@@ -185,42 +185,16 @@ func newUUID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-const ddl = outbox.TableDDL + `
+var ddl = outbox.TableDDL + `
 -- json keeps the text as written (whitespace, key order, duplicate keys).
-CREATE TABLE outbox_json (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       json
-);
+` + outbox.Table("outbox_json", "json") + `
 -- bytea: the bytes converters (ByteArrayConverter, JsonConverter's base64).
-CREATE TABLE outbox_bytes (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       bytea
-);
+` + outbox.Table("outbox_bytes", "bytea") + `
 -- the router's partition placement and event timestamp columns.
-CREATE TABLE outbox_placed (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb,
-  part          integer,
-  occurred      timestamp
-);
+` + outbox.Table("outbox_placed", "jsonb", "part integer", "occurred timestamp") + `
 -- table.expand.json.payload: payloads of every shape the inference takes,
 -- and some it leaves as they are.
-CREATE TABLE outbox_expand (
-  id            uuid PRIMARY KEY,
-  aggregatetype text NOT NULL,
-  aggregateid   text NOT NULL,
-  type          text NOT NULL,
-  payload       jsonb
-);`
+` + outbox.Table("outbox_expand", "jsonb")
 
 // ins is one insert: its payload is an SQL expression.
 type ins struct {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // MachineCPU is the machine's busy and total jiffies from /proc/stat.
@@ -40,7 +40,7 @@ func BusyShare(a, b MachineCPU) float64 {
 
 // BusySeconds is the CPU seconds all cores spent busy between a and b.
 func BusySeconds(a, b MachineCPU) float64 {
-	return float64(b.Busy-a.Busy) / procstat.ClockTicks
+	return float64(b.Busy-a.Busy) / proc.ClockTicks
 }
 
 // LoadAvg returns /proc/loadavg's first three fields.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -238,6 +237,3 @@ func CurrentLSN(ctx context.Context, dsn string) (pglogrepl.LSN, error) {
 	}
 	return pglogrepl.ParseLSN(s)
 }
-
-// QuoteLiteral quotes s as an SQL string literal.
-func QuoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

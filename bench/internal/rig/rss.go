@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // RSSPoint is a process's resident set (VmRSS) at T seconds after its
@@ -37,8 +37,8 @@ func SampleRSS(pid int, every time.Duration) *RSSSampler {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			if kb := procstat.StatusKB(pid, "VmRSS"); kb > 0 {
-				anon := procstat.StatusKB(pid, "RssAnon")
+			if kb := proc.StatusKB(pid, "VmRSS"); kb > 0 {
+				anon := proc.StatusKB(pid, "RssAnon")
 				s.mu.Lock()
 				s.pts = append(s.pts, RSSPoint{T: float64(time.Since(begin).Milliseconds()) / 1000, MiB: mib(kb), AnonMiB: mib(anon)})
 				s.mu.Unlock()

@@ -47,6 +47,34 @@ func HasFlag(bin, name string) bool {
 	return false
 }
 
+// FlagDefault is the default of walrelay run's flag --name as bin's help
+// prints it (the "(default X)" at the end of the flag's description), so
+// that the benchmark reports the binary's own default, not a copy of it.
+func FlagDefault(bin, name string) (string, error) {
+	out, err := exec.Command(bin, "run", "-h").CombinedOutput()
+	if len(out) == 0 && err != nil {
+		return "", fmt.Errorf("run %s run -h: %w", bin, err)
+	}
+	lines := strings.Split(string(out), "\n")
+	for i, line := range lines {
+		if f := strings.Fields(line); len(f) == 0 || f[0] != "-"+name || !strings.HasPrefix(line, "  -") {
+			continue
+		}
+		// N.B. PrintDefaults indents the description with a tab, on
+		// the lines after the name, and ends it with "(default X)".
+		for _, d := range lines[i+1:] {
+			if !strings.HasPrefix(d, "    \t") {
+				break
+			}
+			if k := strings.LastIndex(d, "(default "); k >= 0 && strings.HasSuffix(d, ")") {
+				return strings.Trim(d[k+len("(default "):len(d)-1], `"`), nil
+			}
+		}
+		return "", fmt.Errorf("%s run -h: --%s has no default", bin, name)
+	}
+	return "", fmt.Errorf("%s run -h: no flag --%s", bin, name)
+}
+
 // StartWalrelay runs `bin run args...` with its log in logPath. The
 // environment has no WALRELAY_* variables but those of the test bed, so that
 // flags alone configure it.

@@ -1,50 +1,15 @@
-package e2e
+package kafkaside
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
-
-// runOnce runs the binary to completion and returns its exit code and
-// combined output.
-func runOnce(t *testing.T, env []string, args ...string) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, relayBin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String()
-	case err != nil:
-		t.Fatalf("run walrelay: %v", err)
-	}
-	return 0, out.String()
-}
-
-func withUser(t *testing.T, dsn, user, password string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(user, password)
-	return u.String()
-}
 
 // TestConfigurationMistakesExit2: each mistake exits 2 with a message that
 // says how to fix it, and never prints the password.
@@ -52,7 +17,7 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const secret = "s3cr3t-pw"
-	dsn := withUser(t, e.DSN, "postgres", secret) // trust auth: the password is ignored but must never leak
+	dsn := e2etest.WithUser(t, e.DSN, "postgres", secret) // trust auth: the password is ignored but must never leak
 	e.Bed.Exec(t, e.DSN, `CREATE ROLE norep_`+e.Prefix+` LOGIN`)
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, "td_"+e.Prefix)
 	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `DROP ROLE IF EXISTS norep_`+e.Prefix) })
@@ -83,11 +48,11 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 		{"table does not exist", nil, base("--table", "public.nothere"), "outbox table public.nothere does not exist"},
 		{"publication missing without --create", nil, base("--create=false"), "publication \"" + e.Pub + "\" does not exist: run CREATE PUBLICATION"},
 		{"slot with another plugin", nil, append(base(), "--slot", "td_"+e.Prefix), `plugin "test_decoding"`},
-		{"role lacks REPLICATION", nil, []string{"run", "--pg-url", withUser(t, e.DSN, "norep_"+e.Prefix, secret), "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub, "--http-addr", ""}, "lacks the REPLICATION attribute: run ALTER ROLE"},
+		{"role lacks REPLICATION", nil, []string{"run", "--pg-url", e2etest.WithUser(t, e.DSN, "norep_"+e.Prefix, secret), "--brokers", brokers, "--slot", e.Slot, "--publication", e.Pub, "--http-addr", ""}, "lacks the REPLICATION attribute: run ALTER ROLE"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out := runOnce(t, c.env, c.args...)
+			code, out := e2etest.RunOnce(t, c.env, c.args...)
 			if code != 2 {
 				t.Errorf("exit code %d, want 2; output:\n%s", code, out)
 			}
@@ -116,17 +81,17 @@ func TestMissingTopicWithoutCreateTopics(t *testing.T) {
 	dlq, checkpoints := e.Prefix+".dlq", e.Prefix+".checkpoints"
 	e.Bed.CreateTopic(t, dlq, 1)
 	e.Bed.CreateTopicWith(t, checkpoints, 1, map[string]string{"cleanup.policy": "compact"})
-	wit := e.witness(t)
-	relay := e.startRelay(t, "--create-topics=false", "--dlq-topic", dlq, "--checkpoint-topic", checkpoints)
+	wit := e.Witness(t)
+	relay := e.Start(t, "--create-topics=false", "--dlq-topic", dlq, "--checkpoint-topic", checkpoints)
 	relay.WaitStreaming()
-	xid := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, harness.NewUUID(), e.AggType(0))
+	xid := e.ExecXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{}')`, harness.NewUUID(), e.AggType(0))
 	if code := relay.Wait(time.Minute); code != 2 {
 		t.Errorf("exit code %d, want 2", code)
 	}
 	if want := "topic does not exist: outbox.event." + e.AggType(0); !strings.Contains(relay.Log(), want) {
 		t.Errorf("log lacks %q", want)
 	}
-	e.checkPending(t, wit, xid, "the event for the missing topic")
+	e.CheckPending(t, wit, xid, "the event for the missing topic")
 }
 
 // TestKafkaUnreachableAtStart: walrelay keeps retrying, says so, is alive
@@ -134,7 +99,7 @@ func TestMissingTopicWithoutCreateTopics(t *testing.T) {
 func TestKafkaUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	relay := e.startRelay(t, "--brokers", "127.0.0.1:1")
+	relay := e.Start(t, "--brokers", "127.0.0.1:1")
 	harness.WaitFor(t, 30*time.Second, "a log line about Kafka", func() bool { return strings.Contains(relay.Log(), "reach kafka at 127.0.0.1:1") })
 	time.Sleep(2 * time.Second)
 	if relay.Exited() {
@@ -151,62 +116,6 @@ func TestKafkaUnreachableAtStart(t *testing.T) {
 	}
 }
 
-// TestCheckStatusAndSetup: setup creates a least-privilege role, the
-// publication and the slot; walrelay streams as that role; check passes;
-// status shows the slot; each fails clearly when things are missing.
-func TestCheckStatusAndSetup(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	role := "wr_" + e.Prefix
-	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, `DROP OWNED BY `+role+` CASCADE; DROP ROLE IF EXISTS `+role) })
-	flags := []string{"--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub}
-
-	code, out := runOnce(t, nil, append([]string{"check"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "will be created at start") {
-		t.Errorf("check before setup: exit %d, want 0 with notes that the slot will be created:\n%s", code, out)
-	}
-	code, out = runOnce(t, nil, append([]string{"check", "--create=false"}, flags...)...)
-	if code != 2 || !strings.Contains(out, "FAIL  publication") || !strings.Contains(out, "FAIL  replication slot") {
-		t.Errorf("check with --create=false: exit %d, want 2 with FAIL lines:\n%s", code, out)
-	}
-	code, out = runOnce(t, nil, append([]string{"status"}, flags...)...)
-	if code != 2 || !strings.Contains(out, "does not exist") {
-		t.Errorf("status without a slot: exit %d, want 2:\n%s", code, out)
-	}
-	code, out = runOnce(t, []string{"WALRELAY_SETUP_ROLE_PASSWORD=pw-" + e.Prefix}, append([]string{"setup", "--role", role}, flags...)...)
-	if code != 0 || !strings.Contains(out, "done:   CREATE ROLE") || !strings.Contains(out, "hostssl    ") || strings.Contains(out, "pw-"+e.Prefix) {
-		t.Fatalf("setup: exit %d:\n%s", code, out)
-	}
-	var super, repl bool
-	if err := e.Bed.QueryRow(t, e.DSN, `SELECT rolsuper, rolreplication FROM pg_roles WHERE rolname = $1`, role).Scan(&super, &repl); err != nil {
-		t.Fatal(err)
-	}
-	if super || !repl {
-		t.Errorf("role %s: superuser %v, replication %v; want a non-superuser with REPLICATION", role, super, repl)
-	}
-	// Stream as the least-privilege role.
-	roleEnv := *e
-	roleEnvBase := *e.Env // its own DSN, not e's
-	roleEnv.Env = &roleEnvBase
-	roleEnv.DSN = withUser(t, e.DSN, role, "pw-"+e.Prefix)
-	c := e.collect(t)
-	relay := roleEnv.startRelay(t, "--create=false")
-	relay.WaitStreaming()
-	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
-	c.WaitFor(1, time.Minute)
-	code, out = runOnce(t, nil, append([]string{"check", "--pg-url", roleEnv.DSN}, flags[2:]...)...)
-	if code != 0 || !strings.Contains(out, "checks passed") || strings.Contains(out, "FAIL") {
-		t.Errorf("check as the role: exit %d:\n%s", code, out)
-	}
-	code, out = runOnce(t, nil, append([]string{"status"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "active                 yes") || !strings.Contains(out, "publication            "+e.Pub+": public.outbox") {
-		t.Errorf("status: exit %d:\n%s", code, out)
-	}
-	if code := relay.Stop(time.Minute); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-}
-
 // TestMetricsMatchKafka: /metrics counts what a consumer reads back, and
 // the health endpoints report a streaming instance.
 func TestMetricsMatchKafka(t *testing.T) {
@@ -214,8 +123,8 @@ func TestMetricsMatchKafka(t *testing.T) {
 	e := newEnv(t)
 	w := &harness.Workload{Writers: 2, Events: 1500, Aggregates: 20, MaxTxRows: 8, Rollback: 0.1}
 	w.Prepare(t, e.Env)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	if err := w.Run(context.Background(), e.Env); err != nil {
 		t.Fatal(err)
@@ -264,31 +173,5 @@ func TestMetricsMatchKafka(t *testing.T) {
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
-	}
-}
-
-// TestCheckSkipsWhatDependsOnAFailedCheck: with the outbox table missing,
-// `walrelay check` fails the table check and says the column check was
-// skipped, rather than passing it.
-func TestCheckSkipsWhatDependsOnAFailedCheck(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	flags := []string{"--pg-url", e.DSN, "--brokers", strings.Join(e.Bed.Brokers(), ","), "--slot", e.Slot, "--publication", e.Pub,
-		"--table", "public.no_such_outbox_" + e.Prefix}
-	code, out := runOnce(t, nil, append([]string{"check"}, flags...)...)
-	if code != 2 {
-		t.Errorf("exit code %d, want 2", code)
-	}
-	if !strings.Contains(out, "FAIL  outbox tables exist: outbox table public.no_such_outbox_"+e.Prefix+" does not exist") {
-		t.Errorf("no FAIL line for the missing table:\n%s", out)
-	}
-	if !strings.Contains(out, `SKIP  outbox columns: not checked, because "outbox tables exist" failed`) || strings.Contains(out, "PASS  outbox columns") {
-		t.Errorf("the column check is not reported as skipped:\n%s", out)
-	}
-	if !strings.Contains(out, `SKIP  publication: not checked, because "outbox tables exist" failed`) {
-		t.Errorf("the publication check is not reported as skipped:\n%s", out)
-	}
-	if !strings.Contains(out, "checks failed, 2 skipped") {
-		t.Errorf("the summary does not count the skipped check:\n%s", out)
 	}
 }

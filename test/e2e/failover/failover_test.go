@@ -1,4 +1,4 @@
-package e2e
+package failover
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -70,8 +71,8 @@ func failover(t *testing.T, lagging bool) {
 	standbyURL := pair.StandbyURL("failover")
 	w := &harness.Workload{Writers: 2, Aggregates: 20, MaxTxRows: 3, Rollback: 0.1, Pause: 5 * time.Millisecond}
 	w.Prepare(t, e.Env)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	writing := w.Start(e.Env)
 	defer writing.Stop()
@@ -81,13 +82,13 @@ func failover(t *testing.T, lagging bool) {
 	})
 
 	// check and status say the failover is covered.
-	out, code := runCmd(t, e, "check", "--pg-standby-url", standbyURL)
+	out, code := e2etest.RunCmd(t, e, "check", "--pg-standby-url", standbyURL)
 	for _, want := range []string{"PASS  failover readiness: failover slot; synchronized_standby_slots = " + testbed.StandbySlot, "PASS  standby has the slot synchronized: synced"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("walrelay check (exit %d) does not say %q:\n%s", code, want, out)
 		}
 	}
-	out, _ = runCmd(t, e, "status", "--pg-standby-url", standbyURL)
+	out, _ = e2etest.RunCmd(t, e, "status", "--pg-standby-url", standbyURL)
 	for _, want := range []string{"failover               yes", "standby                synced"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("walrelay status does not say %q:\n%s", want, out)
@@ -135,7 +136,7 @@ func failover(t *testing.T, lagging bool) {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end
 	})
 	rows := e.CommittedRows(t)
-	v := checkRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, true)
+	v := e2etest.CheckRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, true)
 	if n := strings.Count(relay.Log(), `"msg":"created replication slot"`); n != 1 {
 		t.Errorf("walrelay created the slot %d times, want once (before the failover)", n)
 	}
@@ -163,15 +164,15 @@ func TestFailoverWithoutFailoverSlotsStops(t *testing.T) {
 	e := failoverEnv(t, pair)
 	w := &harness.Workload{Writers: 1, Aggregates: 10, MaxTxRows: 3, Pause: 5 * time.Millisecond}
 	w.Prepare(t, e.Env)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	writing := w.Start(e.Env)
 	defer writing.Stop()
 	c.WaitFor(100, 2*time.Minute)
 
 	// check says a failover loses the slot.
-	out, _ := runCmd(t, e, "check")
+	out, _ := e2etest.RunCmd(t, e, "check")
 	if !strings.Contains(out, "failover readiness: not protected: PostgreSQL 15 has no failover slots") {
 		t.Errorf("walrelay check does not say that a failover loses the slot:\n%s", out)
 	}
@@ -197,24 +198,13 @@ func TestFailoverWithoutFailoverSlotsStops(t *testing.T) {
 		}
 	}
 	// A new walrelay (nothing in memory) finds the marker in Kafka.
-	again := e.startRelay(t)
+	again := e.Start(t)
 	if code := again.Wait(2 * time.Minute); code != 3 {
 		t.Errorf("a new walrelay: exit code %d, want 3; log:\n%s", code, again.Log())
 	}
 	if s := e.Bed.Slot(t, e.DSN, e.Slot); s.Exists {
 		t.Errorf("slot %s exists on the promoted standby after a new walrelay started", e.Slot)
 	}
-}
-
-// runCmd runs a walrelay sub-command against e and returns its output and
-// exit code.
-func runCmd(t *testing.T, e *env, cmd string, args ...string) (string, int) {
-	t.Helper()
-	all := append([]string{cmd, "--pg-url", e.DSN, "--brokers", strings.Join(e.kafkaBrokers(), ","),
-		"--slot", e.Slot, "--publication", e.Pub}, args...)
-	p := harness.StartProcess(t, relayBin, nil, all)
-	code := p.Wait(time.Minute)
-	return p.Log(), code
 }
 
 // TestExistingSlotBecomesFailoverSlot: on PostgreSQL 17 an existing slot
@@ -226,11 +216,11 @@ func TestExistingSlotBecomesFailoverSlot(t *testing.T) {
 	pair := testbed.StartPGPair(t, "17")
 	e := failoverEnv(t, pair)
 	e.Bed.Exec(t, e.DSN, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.Slot)
-	out, _ := runCmd(t, e, "check")
+	out, _ := e2etest.RunCmd(t, e, "check")
 	if want := "is not a failover slot: walrelay run makes it one before streaming (ALTER_REPLICATION_SLOT"; !strings.Contains(out, want) {
 		t.Errorf("walrelay check does not say %q:\n%s", want, out)
 	}
-	relay := e.startRelay(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	var failover bool
 	if err := e.Bed.QueryRow(t, e.DSN, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&failover); err != nil {
@@ -249,7 +239,7 @@ func TestExistingSlotBecomesFailoverSlot(t *testing.T) {
 
 	// walrelay setup creates a failover slot too.
 	other := "s_" + harness.Uniq()
-	if out, code := runCmd(t, e, "setup", "--role", "", "--slot", other); code != 0 {
+	if out, code := e2etest.RunCmd(t, e, "setup", "--role", "", "--slot", other); code != 0 {
 		t.Fatalf("walrelay setup: exit %d:\n%s", code, out)
 	}
 	if err := e.Bed.QueryRow(t, e.DSN, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, other).Scan(&failover); err != nil {

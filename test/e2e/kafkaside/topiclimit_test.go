@@ -1,10 +1,8 @@
-package e2e
+package kafkaside
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,30 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
-
-// createTopicWithLimit creates topic with one partition and the topic
-// config max.message.bytes=limit, as an operator would before walrelay runs.
-func createTopicWithLimit(t *testing.T, e *env, topic string, limit int) {
-	t.Helper()
-	adm := kadm.NewClient(mustClient(t, e))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	v := fmt.Sprint(limit)
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &v}, topic); err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	harness.WaitFor(t, 30*time.Second, "topic "+topic+" to have a leader", func() bool {
-		tds, err := adm.ListTopics(ctx, topic)
-		return err == nil && tds[topic].Err == nil && len(tds[topic].Partitions) == 1 && tds[topic].Partitions[0].Leader >= 0
-	})
-}
-
-func (e *env) dlqCollector(t *testing.T, dlq string) *collector {
-	t.Helper()
-	return e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
-}
 
 // TestTopicLimitBelowTheBatchSize: a pre-created topic with
 // max.message.bytes=6000 and no compression; one transaction of 40 records
@@ -47,14 +24,14 @@ func TestTopicLimitBelowTheBatchSize(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	topic := "outbox.event." + e.AggType(0)
-	createTopicWithLimit(t, e, topic, 6000)
+	e2etest.CreateTopicWithLimit(t, e, topic, 6000)
 	dlq := e.Prefix + ".dlq"
-	c := e.collect(t)
-	dc := e.dlqCollector(t, dlq)
-	relay := e.startRelay(t, "--kafka-compression", "none", "--dlq-topic", dlq)
+	c := e.Collect(t)
+	dc := e.DLQCollector(t, dlq)
+	relay := e.Start(t, "--kafka-compression", "none", "--dlq-topic", dlq)
 	relay.WaitStreaming()
 
-	e.txXid(t, func(tx pgx.Tx) {
+	e.TxXid(t, func(tx pgx.Tx) {
 		for i := 1; i <= 40; i++ {
 			if _, err := tx.Exec(context.Background(), `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'OrderCreated', jsonb_build_object('seq', $3::int, 'pad', repeat('p', 500)))`,
 				harness.NewUUID(), e.AggType(0), i); err != nil {
@@ -68,7 +45,7 @@ func TestTopicLimitBelowTheBatchSize(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "the slot to pass the transaction", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.ToEnd(), rows, nil, 1, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 1, false)
 	if n := len(dc.ToEnd()); n != 0 {
 		t.Errorf("%d records in the dead-letter topic, want none: every record fits the topic on its own", n)
 	}
@@ -85,16 +62,16 @@ func TestRecordLargerThanItsTopicLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	topic := "outbox.event." + e.AggType(0)
-	createTopicWithLimit(t, e, topic, 6000)
+	e2etest.CreateTopicWithLimit(t, e, topic, 6000)
 	dlq := e.Prefix + ".dlq"
-	c := e.collect(t)
-	dc := e.dlqCollector(t, dlq)
-	relay := e.startRelay(t, "--kafka-compression", "none", "--dlq-topic", dlq)
+	c := e.Collect(t)
+	dc := e.DLQCollector(t, dlq)
+	relay := e.Start(t, "--kafka-compression", "none", "--dlq-topic", dlq)
 	relay.WaitStreaming()
 
 	bigID := harness.NewUUID()
 	ins := `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'OrderCreated', jsonb_build_object('seq', $3::int, 'pad', repeat('p', 100)))`
-	e.txXid(t, func(tx pgx.Tx) {
+	e.TxXid(t, func(tx pgx.Tx) {
 		ctx := context.Background()
 		for i := 1; i <= 20; i++ {
 			if i == 11 {
@@ -118,7 +95,7 @@ func TestRecordLargerThanItsTopicLimit(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "the slot to pass both transactions", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.ToEnd(), rows, nil, 1, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 1, false)
 	dead = dc.ToEnd()
 	if len(dead) != 1 {
 		t.Fatalf("%d dead-letter records, want 1", len(dead))
@@ -175,11 +152,11 @@ const laterTransactions = 200
 func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 	e := newEnv(t)
 	topic := "outbox.event." + e.AggType(0)
-	createTopicWithLimit(t, e, topic, 1048588)
+	e2etest.CreateTopicWithLimit(t, e, topic, 1048588)
 	dlq := e.Prefix + ".dlq"
-	c := e.collect(t)
-	dc := e.dlqCollector(t, dlq)
-	relay := e.startRelay(t, append([]string{"--kafka-compression", "none", "--dlq-topic", dlq}, args...)...)
+	c := e.Collect(t)
+	dc := e.DLQCollector(t, dlq)
+	relay := e.Start(t, append([]string{"--kafka-compression", "none", "--dlq-topic", dlq}, args...)...)
 	relay.WaitStreaming()
 	ins := `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'OrderCreated', jsonb_build_object('seq', $3::int, 'pad', repeat('p', 500)))`
 	e.Bed.Exec(t, e.DSN, ins, harness.NewUUID(), e.AggType(0), 1)
@@ -191,7 +168,7 @@ func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 	// it), so the broker is shown to refuse a large record first, on a
 	// topic no collector reads.
 	probe := e.Prefix + ".probe"
-	createTopicWithLimit(t, e, probe, 1048588)
+	e2etest.CreateTopicWithLimit(t, e, probe, 1048588)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Bed.Brokers()...), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +176,7 @@ func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
-	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: ptr("6000")}}, topic, probe); err != nil {
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: e2etest.Ptr("6000")}}, topic, probe); err != nil {
 		t.Fatalf("alter topic config: %v", err)
 	}
 	harness.WaitFor(t, 30*time.Second, "the broker to apply max.message.bytes=6000", func() bool {
@@ -225,7 +202,7 @@ func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 	conn := harness.Connect(t, e.DSN)
 	defer conn.Close(ctx)
 	bigID := harness.NewUUID()
-	e.txXid(t, func(tx pgx.Tx) {
+	e.TxXid(t, func(tx pgx.Tx) {
 		for i := 2; i <= 41; i++ {
 			if i == 20 {
 				if _, err := tx.Exec(ctx, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'OrderCreated', jsonb_build_object('big', repeat('b', 8000)))`, bigID, e.AggType(0)); err != nil {
@@ -251,7 +228,7 @@ func topicLimitLoweredWhileRunning(t *testing.T, args ...string) {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
 	// N.B. the restart may send records after the rejected batch again.
-	checkRecords(t, e, c.ToEnd(), rows, nil, 1, true)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 1, true)
 	if log := relay.Log(); !strings.Contains(log, "kafka rejected a record batch") || !strings.Contains(log, "one at a time") {
 		t.Errorf("walrelay's log shows no rejected batch and isolation: the test proves less than it claims")
 	}

@@ -1,4 +1,4 @@
-package procstat
+package proc
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package e2e
+package kafkaside
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -126,8 +127,8 @@ func TestDeployQueriesUseExportedMetrics(t *testing.T) {
 	exprs = append(exprs, panels...)
 
 	e := newEnv(t)
-	c := e.collect(t)
-	relay := e.startRelay(t)
+	c := e.Collect(t)
+	relay := e.Start(t)
 	relay.WaitStreaming()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
@@ -186,7 +187,7 @@ func TestDeployQueriesUseExportedMetrics(t *testing.T) {
 				}
 				for _, v := range values {
 					if !exported[name][label][v] {
-						t.Errorf("query %q selects %s{%s=%q}: walrelay exports %s with %s values %v", expr, name, label, v, name, label, keys(exported[name][label]))
+						t.Errorf("query %q selects %s{%s=%q}: walrelay exports %s with %s values %v", expr, name, label, v, name, label, e2etest.Keys(exported[name][label]))
 					}
 				}
 			}

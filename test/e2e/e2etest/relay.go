@@ -1,4 +1,4 @@
-package e2e
+package e2etest
 
 import (
 	"context"
@@ -19,60 +19,63 @@ import (
 	"github.com/walrelay/walrelay/test/harness"
 )
 
-// env is one test's database, slot, publication and aggregate-type prefix
+// Env is one test's database, slot, publication and aggregate-type prefix
 // (harness.Env), and how to reach servers other than the bed's.
-type env struct {
+type Env struct {
 	*harness.Env
 
 	// Set for servers other than the bed's plaintext ones: the brokers
-	// walrelay and the collector use (default: the bed's), the file walrelay
-	// reads the DSN from instead of --pg-url dsn, and the collector's extra
+	// walrelay and the Collector use (default: the bed's), the file walrelay
+	// reads the DSN from instead of --pg-url dsn, and the Collector's extra
 	// client options (TLS, SASL).
-	brokers   []string
-	pgURLFile string
-	kafkaOpts []kgo.Opt
+	Brokers   []string
+	PGURLFile string
+	KafkaOpts []kgo.Opt
 }
 
-func (e *env) kafkaBrokers() []string {
-	if len(e.brokers) > 0 {
-		return e.brokers
+func (e *Env) KafkaBrokers() []string {
+	if len(e.Brokers) > 0 {
+		return e.Brokers
 	}
 	return e.Bed.Brokers()
 }
 
-func newEnv(t *testing.T) *env {
+// NewEnv is harness.NewEnv with the walrelay binary Main built.
+func NewEnv(t *testing.T) *Env {
 	t.Helper()
-	return &env{Env: harness.NewEnv(t, relayBin)}
+	return &Env{Env: harness.NewEnv(t, Bin)}
 }
 
-// topicRE matches every topic this test's records go to.
-func (e *env) topicRE() string {
+// TopicRE matches every topic this test's records go to.
+func (e *Env) TopicRE() string {
 	return `^outbox\.event\.` + regexp.QuoteMeta(e.Prefix)
 }
 
-type relayProc struct {
+// Proc is one walrelay process of a test (T) against Env; Env may be nil
+// for a process started by harness.Env.StartRelay.
+type Proc struct {
 	*harness.Relay
-	t   *testing.T
-	env *env
+	T   *testing.T
+	Env *Env
 }
 
-// startRelay runs the walrelay binary against e with args added to the
+// Start runs the walrelay binary against e with args added to the
 // defaults.
-func (e *env) startRelay(t *testing.T, args ...string) *relayProc {
+func (e *Env) Start(t *testing.T, args ...string) *Proc {
 	t.Helper()
-	return e.startRelayEnv(t, nil, args...)
+	return e.StartEnv(t, nil, args...)
 }
 
-// startRelayEnv is startRelay with environ (NAME=value) added to the
+// StartEnv is Start with environ (NAME=value) added to the
 // process's environment.
-func (e *env) startRelayEnv(t *testing.T, environ []string, args ...string) *relayProc {
+func (e *Env) StartEnv(t *testing.T, environ []string, args ...string) *Proc {
 	t.Helper()
 	pgURL := []string{"--pg-url", e.DSN}
-	if e.pgURLFile != "" {
-		pgURL = []string{"--pg-url-file", e.pgURLFile}
+	if e.PGURLFile != "" {
+		pgURL = []string{"--pg-url-file", e.PGURLFile}
 	}
-	all := append(e.RunArgs(pgURL, e.kafkaBrokers()), args...)
-	p := &relayProc{Relay: harness.StartProcess(t, relayBin, environ, all), t: t, env: e}
+	all := append(e.RunArgs(pgURL, e.KafkaBrokers()), args...)
+	p := &Proc{Relay: harness.StartProcess(t, e.Bin, environ, all), T: t, Env: e}
 	t.Cleanup(func() {
 		if t.Failed() && !p.Exited() {
 			p.dumpMetrics()
@@ -83,7 +86,7 @@ func (e *env) startRelayEnv(t *testing.T, environ []string, args ...string) *rel
 
 // dumpMetrics logs walrelay's own metrics, to show where a stuck pipeline
 // stands.
-func (p *relayProc) dumpMetrics() {
+func (p *Proc) dumpMetrics() {
 	addr, ok := p.LoggedHTTPAddr()
 	if !ok {
 		return
@@ -91,7 +94,7 @@ func (p *relayProc) dumpMetrics() {
 	client := http.Client{Timeout: 5 * time.Second}
 	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
-		p.t.Logf("walrelay /metrics: %v", err)
+		p.T.Logf("walrelay /metrics: %v", err)
 		return
 	}
 	defer resp.Body.Close()
@@ -102,7 +105,7 @@ func (p *relayProc) dumpMetrics() {
 			lines = append(lines, l)
 		}
 	}
-	p.t.Logf("walrelay metrics:\n%s", strings.Join(lines, "\n"))
+	p.T.Logf("walrelay metrics:\n%s", strings.Join(lines, "\n"))
 }
 
 type partition struct {
@@ -110,9 +113,9 @@ type partition struct {
 	p     int32
 }
 
-// collector is a real franz-go consumer reading every partition of the
+// Collector is a real franz-go consumer reading every partition of the
 // test's topics from the start, as they appear.
-type collector struct {
+type Collector struct {
 	t    *testing.T
 	cl   *kgo.Client
 	re   *regexp.Regexp
@@ -124,16 +127,16 @@ type collector struct {
 	done chan struct{}
 }
 
-func (e *env) collect(t *testing.T) *collector {
+func (e *Env) Collect(t *testing.T) *Collector {
 	t.Helper()
-	return e.collectRE(t, e.topicRE())
+	return e.CollectRE(t, e.TopicRE())
 }
 
-// collectRE reads every topic matching the regular expression re.
-func (e *env) collectRE(t *testing.T, re string) *collector {
+// CollectRE reads every topic matching the regular expression re.
+func (e *Env) CollectRE(t *testing.T, re string) *Collector {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(e.kafkaBrokers()...),
+		kgo.SeedBrokers(e.KafkaBrokers()...),
 		kgo.ConsumeRegex(),
 		kgo.ConsumeTopics(re),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -141,12 +144,12 @@ func (e *env) collectRE(t *testing.T, re string) *collector {
 		kgo.MetadataMinAge(200 * time.Millisecond),
 		kgo.FetchMaxBytes(64 << 20),
 		kgo.FetchMaxPartitionBytes(32 << 20),
-	}, e.kafkaOpts...)...)
+	}, e.KafkaOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{t: t, cl: cl, re: regexp.MustCompile(re), next: map[partition]int64{}, cond: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
+	c := &Collector{t: t, cl: cl, re: regexp.MustCompile(re), next: map[partition]int64{}, cond: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
@@ -182,21 +185,21 @@ func (e *env) collectRE(t *testing.T, re string) *collector {
 }
 
 // Len is the number of records read so far.
-func (c *collector) Len() int {
+func (c *Collector) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.recs)
 }
 
 // Records returns a copy of what was read.
-func (c *collector) Records() []*kgo.Record {
+func (c *Collector) Records() []*kgo.Record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*kgo.Record(nil), c.recs...)
 }
 
 // WaitFor waits until at least n records were read, failing after timeout.
-func (c *collector) WaitFor(n int, timeout time.Duration) []*kgo.Record {
+func (c *Collector) WaitFor(n int, timeout time.Duration) []*kgo.Record {
 	c.t.Helper()
 	deadline := time.After(timeout)
 	for c.Len() < n {
@@ -210,15 +213,30 @@ func (c *collector) WaitFor(n int, timeout time.Duration) []*kgo.Record {
 	return c.Records()
 }
 
-// endOffsets describes how many records each of the collector's topics
+// endOffsets describes how many records each of the Collector's topics
 // holds, to tell a slow consumer from records that never arrived.
-func (c *collector) endOffsets() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (c *Collector) endOffsets() string {
+	listed, err := c.listEnds(10 * time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	listed.Each(func(o kadm.ListedOffset) {
+		out = append(out, fmt.Sprintf("%s[%d]=%d", o.Topic, o.Partition, o.Offset))
+	})
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// listEnds lists the end offsets of the Collector's topics (none when no
+// topic exists yet).
+func (c *Collector) listEnds(timeout time.Duration) (kadm.ListedOffsets, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	adm := kadm.NewClient(c.cl)
 	topics, err := adm.ListTopics(ctx)
 	if err != nil {
-		return err.Error()
+		return nil, fmt.Errorf("list topics: %w", err)
 	}
 	var names []string
 	for _, n := range topics.Names() {
@@ -226,24 +244,22 @@ func (c *collector) endOffsets() string {
 			names = append(names, n)
 		}
 	}
-	ends, err := adm.ListEndOffsets(ctx, names...)
-	if err != nil {
-		return err.Error()
+	if len(names) == 0 {
+		return nil, nil
 	}
-	var out []string
-	ends.Each(func(o kadm.ListedOffset) {
-		out = append(out, fmt.Sprintf("%s[%d]=%d", o.Topic, o.Partition, o.Offset))
-	})
-	sort.Strings(out)
-	return strings.Join(out, " ")
+	listed, err := adm.ListEndOffsets(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %v: %w", names, err)
+	}
+	return listed, nil
 }
 
-// ToEnd lists the end offsets of the collector's topics, waits until the
+// ToEnd lists the end offsets of the Collector's topics, waits until the
 // consumer has read every partition up to them, and returns the records
 // below them: everything Kafka holds at the time of the call, no matter how
 // quiet it has been. It fails after two minutes, saying what the topics
 // hold.
-func (c *collector) ToEnd() []*kgo.Record {
+func (c *Collector) ToEnd() []*kgo.Record {
 	c.t.Helper()
 	ends := c.ends()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -278,31 +294,15 @@ func (c *collector) ToEnd() []*kgo.Record {
 	}
 }
 
-// ends returns the end offset of each partition of the collector's topics
+// ends returns the end offset of each partition of the Collector's topics
 // that holds records.
-func (c *collector) ends() map[partition]int64 {
+func (c *Collector) ends() map[partition]int64 {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(c.cl)
-	topics, err := adm.ListTopics(ctx)
+	listed, err := c.listEnds(30 * time.Second)
 	if err != nil {
-		c.t.Fatalf("list topics: %v", err)
-	}
-	var names []string
-	for _, n := range topics.Names() {
-		if c.re.MatchString(n) {
-			names = append(names, n)
-		}
+		c.t.Fatal(err)
 	}
 	out := map[partition]int64{}
-	if len(names) == 0 {
-		return out
-	}
-	listed, err := adm.ListEndOffsets(ctx, names...)
-	if err != nil {
-		c.t.Fatalf("list end offsets of %v: %v", names, err)
-	}
 	listed.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			c.t.Fatalf("end offset of %s[%d]: %v", o.Topic, o.Partition, o.Err)
@@ -314,9 +314,9 @@ func (c *collector) ends() map[partition]int64 {
 	return out
 }
 
-// murmur2 is Kafka's Utils.murmur2, written out independently of franz-go
+// Murmur2 is Kafka's Utils.Murmur2, written out independently of franz-go
 // to check the partition a Java producer would choose.
-func murmur2(data []byte) int32 {
+func Murmur2(data []byte) int32 {
 	const seed uint32 = 0x9747b28c
 	const m uint32 = 0x5bd1e995
 	const r = 24
@@ -349,37 +349,37 @@ func murmur2(data []byte) int32 {
 	return int32(h)
 }
 
-// javaPartition is Kafka's default partition for a keyed record.
-func javaPartition(key []byte, partitions int) int32 {
-	return (murmur2(key) & 0x7fffffff) % int32(partitions)
+// JavaPartition is Kafka's default partition for a keyed record.
+func JavaPartition(key []byte, partitions int) int32 {
+	return (Murmur2(key) & 0x7fffffff) % int32(partitions)
 }
 
 // WaitStreaming waits until this process holds the slot: from then on every
 // commit is in the slot and reaches Kafka.
-func (p *relayProc) WaitStreaming() {
-	p.t.Helper()
-	harness.WaitFor(p.t, time.Minute, "walrelay to stream the slot", func() bool {
+func (p *Proc) WaitStreaming() {
+	p.T.Helper()
+	harness.WaitFor(p.T, time.Minute, "walrelay to stream the slot", func() bool {
 		if p.Exited() {
-			p.t.Fatalf("walrelay exited before streaming")
+			p.T.Fatalf("walrelay exited before streaming")
 		}
 		// N.B. the backend creating the slot holds it too, until the slot
 		// reaches its consistent point; only a walsender means streaming.
 		var n int
-		if err := p.env.Bed.QueryRow(p.t, p.env.DSN, `SELECT count(*) FROM pg_replication_slots r
+		if err := p.Env.Bed.QueryRow(p.T, p.Env.DSN, `SELECT count(*) FROM pg_replication_slots r
 			JOIN pg_stat_activity a ON a.pid = r.active_pid
-			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, p.env.Slot).Scan(&n); err != nil {
-			p.t.Fatalf("read the walsender of slot %s: %v", p.env.Slot, err)
+			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, p.Env.Slot).Scan(&n); err != nil {
+			p.T.Fatalf("read the walsender of slot %s: %v", p.Env.Slot, err)
 		}
 		return n == 1
 	})
 }
 
 // Get fetches a path from walrelay's HTTP server.
-func (p *relayProc) Get(path string) (int, string) {
-	p.t.Helper()
+func (p *Proc) Get(path string) (int, string) {
+	p.T.Helper()
 	resp, err := http.Get("http://" + p.HTTPAddr() + path)
 	if err != nil {
-		p.t.Fatalf("GET %s: %v", path, err)
+		p.T.Fatalf("GET %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -389,18 +389,18 @@ func (p *relayProc) Get(path string) (int, string) {
 // Metric returns the value of one sample of /metrics, e.g.
 // walrelay_events_published_total{topic="x"}, summing samples when the
 // name has no labels and several label sets exist.
-func (p *relayProc) Metric(name string) float64 {
-	p.t.Helper()
+func (p *Proc) Metric(name string) float64 {
+	p.T.Helper()
 	v, ok := p.MetricOK(name)
 	if !ok {
-		p.t.Fatalf("metric %s not in /metrics", name)
+		p.T.Fatalf("metric %s not in /metrics", name)
 	}
 	return v
 }
 
 // MetricOK is Metric for a series that may not exist yet.
-func (p *relayProc) MetricOK(name string) (float64, bool) {
-	p.t.Helper()
+func (p *Proc) MetricOK(name string) (float64, bool) {
+	p.T.Helper()
 	_, body := p.Get("/metrics")
 	sum, found := 0.0, false
 	for _, line := range strings.Split(body, "\n") {
@@ -415,7 +415,7 @@ func (p *relayProc) MetricOK(name string) (float64, bool) {
 		if series == name || !strings.Contains(name, "{") && strings.HasPrefix(series, name+"{") {
 			v, err := strconv.ParseFloat(line[i+1:], 64)
 			if err != nil {
-				p.t.Fatalf("metric %s: %v", line, err)
+				p.T.Fatalf("metric %s: %v", line, err)
 			}
 			sum += v
 			found = true

@@ -1,10 +1,11 @@
-package e2e
+package kafkaside
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -18,8 +19,8 @@ func TestTransactionLongerThanTheDeliveryTimeout(t *testing.T) {
 	e := newEnv(t)
 	// The topic exists, so that its creation does not count.
 	e.Bed.CreateTopic(t, "outbox.event."+e.AggType(0), 3)
-	c := e.collect(t)
-	relay := e.startRelay(t, "--kafka-delivery-timeout", "2s")
+	c := e.Collect(t)
+	relay := e.Start(t, "--kafka-delivery-timeout", "2s")
 	relay.WaitStreaming()
 
 	const n = 600000
@@ -33,7 +34,7 @@ func TestTransactionLongerThanTheDeliveryTimeout(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "the slot to pass the transaction", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.ToEnd(), rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 3, false)
 	if strings.Contains(relay.Log(), "restarting") {
 		t.Errorf("walrelay restarted while Kafka acknowledged the transaction's records")
 	}

@@ -1,4 +1,4 @@
-package e2e
+package kafkaside
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -19,13 +20,13 @@ import (
 func TestDeadLetterRecordAlwaysFits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.Bed.Exec(t, e.DSN, looseOutbox)
+	e.Bed.Exec(t, e.DSN, e2etest.LooseOutbox)
 	dlq := e.Prefix + ".dlq"
 	good := e.AggType(0)
-	c := e.collect(t)
-	dc := e.dlqCollector(t, dlq)
+	c := e.Collect(t)
+	dc := e.DLQCollector(t, dlq)
 	const limit = 10000
-	relay := e.startRelay(t, "--dlq-topic", dlq, "--kafka-max-message-bytes", fmt.Sprint(limit))
+	relay := e.Start(t, "--dlq-topic", dlq, "--kafka-max-message-bytes", fmt.Sprint(limit))
 	relay.WaitStreaming()
 
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-package e2e
+package e2etest
 
 import (
 	"context"
@@ -19,25 +19,25 @@ import (
 // record, and walrelay rightly confirms keepalive positions there while it
 // has nothing in flight.
 
-// witness starts a test_decoding slot in e's database; it must exist before
+// Witness starts a test_decoding slot in e's database; it must exist before
 // the transactions it is asked about.
-func (e *env) witness(t *testing.T) *harness.Witness {
+func (e *Env) Witness(t *testing.T) *harness.Witness {
 	t.Helper()
 	return harness.NewWitness(t, &harness.Env{Bed: e.Bed, DSN: e.DSN})
 }
 
-// execXid runs sql in a transaction of its own and returns its xid.
-func (e *env) execXid(t *testing.T, sql string, args ...any) uint32 {
+// ExecXid runs sql in a transaction of its own and returns its xid.
+func (e *Env) ExecXid(t *testing.T, sql string, args ...any) uint32 {
 	t.Helper()
-	return e.txXid(t, func(tx pgx.Tx) {
+	return e.TxXid(t, func(tx pgx.Tx) {
 		if _, err := tx.Exec(context.Background(), sql, args...); err != nil {
 			t.Fatal(err)
 		}
 	})
 }
 
-// txXid runs do in a transaction, commits it and returns its xid.
-func (e *env) txXid(t *testing.T, do func(pgx.Tx)) uint32 {
+// TxXid runs do in a transaction, commits it and returns its xid.
+func (e *Env) TxXid(t *testing.T, do func(pgx.Tx)) uint32 {
 	t.Helper()
 	ctx := context.Background()
 	conn := harness.Connect(t, e.DSN)
@@ -48,15 +48,15 @@ func (e *env) txXid(t *testing.T, do func(pgx.Tx)) uint32 {
 	}
 	defer tx.Rollback(ctx)
 	do(tx)
-	xid := currentXid(t, tx)
+	xid := CurrentXid(t, tx)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return xid
 }
 
-// currentXid is the xid of the open transaction tx.
-func currentXid(t *testing.T, tx pgx.Tx) uint32 {
+// CurrentXid is the xid of the open transaction tx.
+func CurrentXid(t *testing.T, tx pgx.Tx) uint32 {
 	t.Helper()
 	var xid int64
 	if err := tx.QueryRow(context.Background(), `SELECT txid_current() % 4294967296`).Scan(&xid); err != nil {
@@ -65,9 +65,9 @@ func currentXid(t *testing.T, tx pgx.Tx) uint32 {
 	return uint32(xid)
 }
 
-// checkPending fails the test when the slot has confirmed transaction xid:
+// CheckPending fails the test when the slot has confirmed transaction xid:
 // PostgreSQL would not send it again.
-func (e *env) checkPending(t *testing.T, wit *harness.Witness, xid uint32, what string) {
+func (e *Env) CheckPending(t *testing.T, wit *harness.Witness, xid uint32, what string) {
 	t.Helper()
 	end, ok := wit.CommitEnds(t)[xid]
 	if !ok {

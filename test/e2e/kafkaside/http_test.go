@@ -1,4 +1,4 @@
-package e2e
+package kafkaside
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ func TestHTTPServerSheds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const maxConns = 32
-	relay := e.startRelayEnv(t, []string{"WALRELAY_HTTP_IDLE_TIMEOUT=1s", fmt.Sprintf("WALRELAY_HTTP_MAX_CONNECTIONS=%d", maxConns)})
+	relay := e.StartEnv(t, []string{"WALRELAY_HTTP_IDLE_TIMEOUT=1s", fmt.Sprintf("WALRELAY_HTTP_MAX_CONNECTIONS=%d", maxConns)})
 	relay.WaitStreaming()
 	addr := relay.HTTPAddr()
 	probe := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}

@@ -1,6 +1,10 @@
-package e2e
+package kafkaside
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
+)
 
 // The vectors of Kafka's UtilsTest.testMurmur2.
 func TestMurmur2MatchesKafka(t *testing.T) {
@@ -17,8 +21,8 @@ func TestMurmur2MatchesKafka(t *testing.T) {
 		{"abc", 479470107},
 	}
 	for _, c := range cases {
-		if got := murmur2([]byte(c.in)); got != c.want {
-			t.Errorf("murmur2(%q) = %d, want %d", c.in, got, c.want)
+		if got := e2etest.Murmur2([]byte(c.in)); got != c.want {
+			t.Errorf("e2etest.Murmur2(%q) = %d, want %d", c.in, got, c.want)
 		}
 	}
 }

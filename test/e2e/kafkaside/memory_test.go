@@ -1,4 +1,4 @@
-package e2e
+package kafkaside
 
 import (
 	"fmt"
@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/procstat"
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/proc"
 )
 
 // memoryInflight is --max-inflight-bytes in TestMemoryBoundPerRowShape;
@@ -90,10 +91,10 @@ func TestMemoryBoundPerRowShape(t *testing.T) {
 				e.Bed.Exec(t, e.DSN, s.ddl)
 			}
 			dlq := e.Prefix + ".dlq"
-			c := e.collect(t)
-			dc := e.collectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
+			c := e.Collect(t)
+			dc := e.CollectRE(t, "^"+regexp.QuoteMeta(dlq)+"$")
 			proxy := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
-			relay := e.startRelayEnv(t, []string{"GODEBUG=gctrace=1"},
+			relay := e.StartEnv(t, []string{"GODEBUG=gctrace=1"},
 				"--brokers", proxy.Addr(),
 				"--max-inflight-bytes", strconv.Itoa(inflight),
 				"--dlq-topic", dlq,
@@ -152,13 +153,13 @@ func TestMemoryBoundPerRowShape(t *testing.T) {
 					t.Fatalf("%d rows committed, want %d", len(committed), total)
 				}
 				recs := c.WaitFor(total, 5*time.Minute)
-				checkRecords(t, e, c.ToEnd(), committed, nil, 3, false)
+				e2etest.CheckRecords(t, e, c.ToEnd(), committed, nil, 3, false)
 				for _, r := range recs {
 					id, _ := harness.Header(r, "id")
 					ids[id] = true
 				}
 			}
-			for _, id := range e.outboxIDs(t) {
+			for _, id := range outboxIDs(t, e) {
 				if !ids[id] {
 					t.Errorf("row %s was not read back", id)
 					break
@@ -170,7 +171,7 @@ func TestMemoryBoundPerRowShape(t *testing.T) {
 			peak := relay.PeakRSSMB()
 			gcCPU, gcs := gcSeconds(relay.Log())
 			cpu := cpuSeconds(relay.Pid())
-			fileMiB := float64(procstat.StatusKB(relay.Pid(), "RssFile")) / 1024 // the executable's pages, mostly
+			fileMiB := float64(proc.StatusKB(relay.Pid(), "RssFile")) / 1024 // the executable's pages, mostly
 			if code := relay.Stop(time.Minute); code != 0 {
 				t.Errorf("walrelay exit code %d, want 0", code)
 			}
@@ -192,7 +193,7 @@ func TestMemoryBoundPerRowShape(t *testing.T) {
 }
 
 // outboxIDs lists the ids of every committed outbox row.
-func (e *env) outboxIDs(t *testing.T) []string {
+func outboxIDs(t *testing.T, e *env) []string {
 	t.Helper()
 	conn := harness.Connect(t, e.DSN)
 	defer conn.Close(t.Context())

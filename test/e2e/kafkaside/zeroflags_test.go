@@ -1,9 +1,11 @@
-package e2e
+package kafkaside
 
 import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 )
 
 // TestZeroDurationsAreRefused: --status-interval and --shutdown-timeout of
@@ -26,7 +28,7 @@ func TestZeroDurationsAreRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out := runOnce(t, c.env, slices.Concat(base, c.args)...)
+			code, out := e2etest.RunOnce(t, c.env, slices.Concat(base, c.args)...)
 			if code != 2 {
 				t.Errorf("exit code %d, want 2; output:\n%s", code, out)
 			}

@@ -1,4 +1,4 @@
-package e2e
+package kafkaside
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -30,9 +31,9 @@ func TestRowDataCannotCreateTopicsAtWill(t *testing.T) {
 	dlq := p + ".dlq"
 	pre := p + ".pre"
 	e.Bed.CreateTopic(t, pre, 1)
-	c := e.collectRE(t, `^`+regexp.QuoteMeta(p)+`\.(a|b|pre)$`)
-	dc := e.dlqCollector(t, dlq)
-	relay := e.startRelay(t, "--topic", "${aggregatetype}", "--dlq-topic", dlq,
+	c := e.CollectRE(t, `^`+regexp.QuoteMeta(p)+`\.(a|b|pre)$`)
+	dc := e.DLQCollector(t, dlq)
+	relay := e.Start(t, "--topic", "${aggregatetype}", "--dlq-topic", dlq,
 		"--topic-allow", regexp.QuoteMeta(p)+`\..+`, "--max-created-topics", "2")
 	relay.WaitStreaming()
 
@@ -122,7 +123,7 @@ func TestRowDataCannotCreateTopicsAtWill(t *testing.T) {
 	if m := deadByID[ids[3]]["walrelay.error.message"]; !strings.Contains(m, "--max-created-topics") {
 		t.Errorf("the cap's dead-letter message %q does not name --max-created-topics", m)
 	}
-	adm := kadm.NewClient(mustClient(t, e))
+	adm := kadm.NewClient(e2etest.MustClient(t, e))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, topic := range []string{"x" + p + ".a", p + ".c"} {
@@ -153,29 +154,29 @@ func kerrUnknown(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPart
 func TestRefusedTopicHalts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	wit := e.witness(t)
-	c := e.collect(t)
+	wit := e.Witness(t)
+	c := e.Collect(t)
 	allow := regexp.QuoteMeta("outbox.event." + e.AggType(0))
-	relay := e.startRelay(t, "--on-poison", "halt", "--topic-allow", allow)
+	relay := e.Start(t, "--on-poison", "halt", "--topic-allow", allow)
 	relay.WaitStreaming()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
 	refusedID := harness.NewUUID()
-	refused := e.execXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, refusedID, e.AggType(1))
+	refused := e.ExecXid(t, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"seq": 2}')`, refusedID, e.AggType(1))
 	if code := relay.Wait(time.Minute); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	if log := relay.Log(); !strings.Contains(log, "--topic-allow") || !strings.Contains(log, "outbox.event."+e.AggType(1)) {
 		t.Errorf("the log does not name the refused topic and --topic-allow")
 	}
-	e.checkPending(t, wit, refused, "the event routed outside --topic-allow")
+	e.CheckPending(t, wit, refused, "the event routed outside --topic-allow")
 	if n := len(c.ToEnd()); n != 1 {
 		t.Errorf("%d records in Kafka, want only the one before the refused event", n)
 	}
 
 	dlq := e.Prefix + ".dlq"
-	dc := e.dlqCollector(t, dlq)
-	relay = e.startRelay(t, "--dlq-topic", dlq, "--topic-allow", allow)
+	dc := e.DLQCollector(t, dlq)
+	relay = e.Start(t, "--dlq-topic", dlq, "--topic-allow", allow)
 	dead := dc.WaitFor(1, time.Minute)
 	if id, _ := harness.Header(dead[0], "walrelay.event.id"); id != refusedID {
 		t.Errorf("dead-letter record for event %q, want the refused event %s", id, refusedID)

@@ -1,4 +1,4 @@
-package e2e
+package kafkaside
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -25,14 +26,14 @@ func TestLingerDoesNotProlongWaitsForRoom(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Bed.CreateTopic(t, "outbox.event."+e.AggType(0), 3)
-	c := e.collect(t)
-	relay := e.startRelay(t, "--kafka-linger", lingerLong, "--kafka-compression", "none", "--max-inflight-bytes", "2097152")
+	c := e.Collect(t)
+	relay := e.Start(t, "--kafka-linger", lingerLong, "--kafka-compression", "none", "--max-inflight-bytes", "2097152")
 	relay.WaitStreaming()
 
 	// N.B. 16,000 records of 1 KiB over 3 partitions: no partition's batch
 	// fills (1 MB) before the in-flight limit (2 MiB) is reached.
 	ctx := context.Background()
-	e.txXid(t, func(tx pgx.Tx) {
+	e.TxXid(t, func(tx pgx.Tx) {
 		if _, err := tx.Exec(ctx, `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 7), 'OrderCreated',
 			jsonb_build_object('seq', i / 7, 'pad', repeat('p', 1000)) FROM generate_series(0, 15999) i`, e.AggType(0)); err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestLingerDoesNotProlongWaitsForRoom(t *testing.T) {
 	harness.WaitFor(t, time.Minute, "the slot to pass the transaction", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
-	checkRecords(t, e, c.ToEnd(), rows, nil, 3, false)
+	e2etest.CheckRecords(t, e, c.ToEnd(), rows, nil, 3, false)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}

@@ -1,4 +1,4 @@
-package e2e
+package kafkaside
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -19,19 +20,19 @@ import (
 func TestKafkaSASLWithoutTLS(t *testing.T) {
 	t.Parallel()
 	e := &env{Env: harness.NewEnv(t, relayBin)}
-	e.pgURLFile = writeFile(t, t.TempDir(), "pg-url", []byte(e.DSN))
+	e.PGURLFile = e2etest.WriteFile(t, t.TempDir(), "pg-url", []byte(e.DSN))
 	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, e.Slot))
 	t.Cleanup(func() { e.Bed.Exec(t, e.DSN, fmt.Sprintf(`SELECT pg_drop_replication_slot('%s')`, e.Slot)) })
 	pwEnv := []string{"WALRELAY_KAFKA_SASL_PASSWORD=sasl-pw-never-shown"}
 	sasl := func(mech string) []string {
 		return []string{"--kafka-sasl-mechanism", mech, "--kafka-sasl-username", "walrelay"}
 	}
-	run := e.RunArgs([]string{"--pg-url", e.DSN}, e.kafkaBrokers())
+	run := e.RunArgs([]string{"--pg-url", e.DSN}, e.KafkaBrokers())
 	const fix = "--kafka-sasl-mechanism PLAIN without TLS sends the Kafka password in the clear: add --kafka-tls"
 
 	t.Run("PLAIN without TLS refused", func(t *testing.T) {
-		for _, args := range [][]string{append(run, sasl("PLAIN")...), append(e.commandArgs("check"), sasl("PLAIN")...)} {
-			code, out := runFor(t, 30*time.Second, pwEnv, args...)
+		for _, args := range [][]string{append(run, sasl("PLAIN")...), append(e.CommandArgs("check"), sasl("PLAIN")...)} {
+			code, out := e2etest.RunFor(t, 30*time.Second, pwEnv, args...)
 			if code != 2 || !strings.Contains(out, fix) || !strings.Contains(out, "--kafka-allow-sasl-plain-without-tls") {
 				t.Errorf("walrelay %s: exit %d, want 2 with %q and the opt-in:\n%s", args[0], code, fix, out)
 			}
@@ -39,10 +40,10 @@ func TestKafkaSASLWithoutTLS(t *testing.T) {
 	})
 	t.Run("commands without Kafka neither refuse nor warn", func(t *testing.T) {
 		for _, args := range [][]string{
-			append(e.commandArgs("status"), sasl("PLAIN")...),
+			append(e.CommandArgs("status"), sasl("PLAIN")...),
 			append([]string{"setup", "--print"}, sasl("PLAIN")...),
 		} {
-			code, out := runOnce(t, pwEnv, args...)
+			code, out := e2etest.RunOnce(t, pwEnv, args...)
 			if code != 0 || strings.Contains(out, "SASL") {
 				t.Errorf("walrelay %s: exit %d, want 0 without a word about SASL:\n%s", args[0], code, out)
 			}
@@ -73,7 +74,7 @@ func TestKafkaSASLWithoutTLS(t *testing.T) {
 				}
 			}
 			relay.Kill()
-			_, out := runOnce(t, pwEnv, append(e.commandArgs("check"), extra...)...)
+			_, out := e2etest.RunOnce(t, pwEnv, append(e.CommandArgs("check"), extra...)...)
 			if !strings.Contains(out, "WARN  reach Kafka: "+c.want) {
 				t.Errorf("walrelay check: no line %q:\n%s", "WARN  reach Kafka: "+c.want, out)
 			}
