@@ -60,7 +60,7 @@ func TestRollingUpgrade(t *testing.T) {
 	w := &harness.Workload{Writers: 3, Aggregates: 100, MaxTxRows: 10, Rollback: 0.1, Business: 0.3, Pause: time.Millisecond}
 	w.Prepare(t, e.Env)
 
-	first := &relayProc{Relay: e.StartRelay(t), t: t, env: e}
+	first := &relayProc{Relay: e.StartRelay(t), T: t, Env: e}
 	first.WaitStreaming()
 	if v := first.Metric(`walrelay_build_info{goversion="` + goVersion(t, old) + `",version="` + previousRelease + `"}`); v != 1 {
 		t.Fatalf("the first walrelay is not the previous release (walrelay_build_info %v)", v)
@@ -77,7 +77,7 @@ func TestRollingUpgrade(t *testing.T) {
 	handedOver := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
 
 	e.Bin = relayBin
-	second := &relayProc{Relay: e.StartRelay(t), t: t, env: e}
+	second := &relayProc{Relay: e.StartRelay(t), T: t, Env: e}
 	harness.WaitFor(t, time.Minute, fmt.Sprintf("%d events published by today's walrelay", n), func() bool {
 		p, _ := second.MetricOK("walrelay_events_published_total")
 		return p >= n
@@ -121,8 +121,8 @@ func TestRollingUpgradeKeepsSlotMarker(t *testing.T) {
 	old := buildRelease(t, previousRelease)
 	e := newEnv(t)
 	e.Bin = old
-	c := e.collect(t)
-	first := &relayProc{Relay: e.StartRelay(t), t: t, env: e}
+	c := e.Collect(t)
+	first := &relayProc{Relay: e.StartRelay(t), T: t, Env: e}
 	first.WaitStreaming()
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
 	c.WaitFor(1, time.Minute)
@@ -137,7 +137,7 @@ func TestRollingUpgradeKeepsSlotMarker(t *testing.T) {
 	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 2}')`, harness.NewUUID(), e.AggType(0))
 
 	e.Bin = relayBin
-	second := &relayProc{Relay: e.StartRelay(t), t: t, env: e}
+	second := &relayProc{Relay: e.StartRelay(t), T: t, Env: e}
 	harness.WaitFor(t, time.Minute, "today's walrelay to exit or to stream a slot again", func() bool {
 		return second.Exited() || e.Walsender(t) != 0
 	})
