@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
@@ -668,6 +669,6 @@ func indent(err error) string {
 }
 
 // http is the HTTP endpoints' configuration.
-func (c *config) http() httpConfig {
-	return httpConfig{addr: c.httpAddr, pprof: c.httpPprof, idleTimeout: c.httpIdle, maxConns: c.httpMaxConns}
+func (c *config) http() httpserve.Config {
+	return httpserve.Config{Addr: c.httpAddr, Pprof: c.httpPprof, IdleTimeout: c.httpIdle, MaxConns: c.httpMaxConns}
 }
