@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -26,12 +25,12 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, rc.ConnString)
+	conn, err := pgcatalog.OpenCommandConn(ctx, rc.ConnString)
 	if err != nil {
 		return connectFailed(stderr, err, rc.ConnString)
 	}
-	defer conn.Close(context.Background())
-	st, err := replication.QuerySlot(ctx, conn, rc.Slot)
+	defer conn.Close()
+	st, err := conn.Slot(ctx, rc.Slot)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
@@ -56,15 +55,11 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	} else {
 		row("safe_wal_size", "unlimited (max_slot_wal_keep_size = -1)")
 	}
-	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1`, rc.Publication)
-	if err == nil {
-		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err == nil {
-			if len(tables) == 0 {
-				row("publication", rc.Publication+": missing or empty")
-			} else {
-				row("publication", rc.Publication+": "+strings.Join(tables, ", "))
-			}
+	if tables, err := conn.PublicationTables(ctx, rc.Publication); err == nil {
+		if len(tables) == 0 {
+			row("publication", rc.Publication+": missing or empty")
+		} else {
+			row("publication", rc.Publication+": "+strings.Join(tables, ", "))
 		}
 	}
 	failoverRows(ctx, row, rc, st, standbyURL)
