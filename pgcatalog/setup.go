@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"regexp"
 	"slices"
@@ -82,6 +83,82 @@ func SlotStatement(slot string, failover bool) SetupStatement {
 
 // QuoteRole is role as an SQL identifier.
 func QuoteRole(role string) string { return pgx.Identifier{role}.Sanitize() }
+
+// SetupPlan is what `walrelay setup` creates, in order: the role (when
+// named) and its grants, the publication, the slot, and any SQL added.
+type SetupPlan struct {
+	role, password string
+	slot           string
+	stmts          []SetupStatement
+	slotStmt       int // stmts' index of the slot
+}
+
+// PlanSetup plans role (none when empty) with password, the publication of
+// tables (nil: an empty one) and the slot, not yet a failover slot.
+func PlanSetup(role, password string, rotate bool, publication, slot string, tables []string) (*SetupPlan, error) {
+	p := &SetupPlan{role: role, password: password, slot: slot}
+	if role != "" {
+		var err error
+		if p.stmts, err = RoleStatements(role, password, rotate, tables); err != nil {
+			return nil, err
+		}
+	}
+	p.stmts = append(p.stmts, PublicationStatement(publication, tables), SlotStatement(slot, false))
+	p.slotStmt = len(p.stmts) - 1
+	return p, nil
+}
+
+// AddSQL adds statements run as they are (EmitSQL's).
+func (p *SetupPlan) AddSQL(sql ...string) {
+	for _, s := range sql {
+		p.stmts = append(p.stmts, SetupStatement{SQL: s})
+	}
+}
+
+// FailoverSlot makes the slot a failover slot (PostgreSQL 17+).
+func (p *SetupPlan) FailoverSlot() { p.stmts[p.slotStmt] = SlotStatement(p.slot, true) }
+
+// Script writes the plan as an SQL script to run by hand (setup --print),
+// with the failover slot to create instead on PostgreSQL 17+ when
+// failover, and the pg_hba.conf line.
+func (p *SetupPlan) Script(w io.Writer, failover bool) {
+	fmt.Fprintln(w, "-- Run as the outbox table's owner or a superuser, in the outbox's database.")
+	if p.role != "" {
+		fmt.Fprintln(w, "-- The role gets no privilege on the outbox's rows: REPLICATION streams the slot (see the README's Security), USAGE lets it look the tables up.")
+		if p.password == "" {
+			fmt.Fprintf(w, "-- Then set its password in psql with \\password %s (psql sends a SCRAM-SHA-256 verifier, never the password).\n", QuoteRole(p.role))
+		}
+	}
+	for _, s := range p.stmts {
+		fmt.Fprintln(w, s.SQL+";")
+	}
+	if failover {
+		fmt.Fprintln(w, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+replication.CreateSlotSQL(p.slot, true))
+	}
+	fmt.Fprintln(w, "\n"+HBALine(p.role, "<database>"))
+}
+
+// Apply runs the plan on c, skipping what exists, and writes one line per
+// statement to w ("done:   SQL" or "exists: ..."), with the password
+// redacted. It stops at the first statement that fails, naming it.
+func (p *SetupPlan) Apply(ctx context.Context, c *CommandConn, w io.Writer) error {
+	for _, s := range p.stmts {
+		ran, err := c.run(ctx, s)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: %w", RedactPassword(ran), err)
+		case ran == "":
+			note := s.ExistsNote
+			if note == "" {
+				note = RedactPassword(s.SQL)
+			}
+			fmt.Fprintf(w, "exists: %s\n", note)
+		default:
+			fmt.Fprintf(w, "done:   %s\n", RedactPassword(ran))
+		}
+	}
+	return nil
+}
 
 // EmitSQL is the SQL that creates walrelay.emit(aggregatetype, aggregateid,
 // type, payload jsonb), which emits one event of the message source in the
@@ -254,9 +331,9 @@ func (c *CommandConn) SlotExists(ctx context.Context, slot string) (bool, error)
 	return n > 0, nil
 }
 
-// Run runs s: when s.Exists finds the object, s.IfExists instead, or
+// run runs s: when s.Exists finds the object, s.IfExists instead, or
 // nothing. It returns the statement it ran ("" when none).
-func (c *CommandConn) Run(ctx context.Context, s SetupStatement) (string, error) {
+func (c *CommandConn) run(ctx context.Context, s SetupStatement) (string, error) {
 	if s.Exists != "" {
 		var one int
 		if err := c.conn.QueryRow(ctx, s.Exists, s.ExistsArg).Scan(&one); err == nil {

@@ -43,41 +43,21 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		tables = nil // the message source alone: an empty publication
 	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
-	var stmts []pgcatalog.SetupStatement
-	if *role != "" {
-		var err error
-		if stmts, err = pgcatalog.RoleStatements(*role, password, *rotate, tables); err != nil {
-			fmt.Fprintf(stderr, "walrelay: %v\n", err)
-			return exitRuntime
-		}
+	plan, err := pgcatalog.PlanSetup(*role, password, *rotate, cfg.publication, cfg.slot, tables)
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		return exitRuntime
 	}
-	stmts = append(stmts, pgcatalog.PublicationStatement(cfg.publication, tables), pgcatalog.SlotStatement(cfg.slot, false))
-	slotStmt := len(stmts) - 1
 	if rc.Messages {
 		emit, err := pgcatalog.EmitSQL(c.dc)
 		if err != nil {
 			fmt.Fprintf(stderr, "walrelay: %v\n", err)
 			return exitConfig
 		}
-		for _, e := range emit {
-			stmts = append(stmts, pgcatalog.SetupStatement{SQL: e})
-		}
+		plan.AddSQL(emit...)
 	}
 	if *print {
-		fmt.Fprintln(stdout, "-- Run as the outbox table's owner or a superuser, in the outbox's database.")
-		if *role != "" {
-			fmt.Fprintln(stdout, "-- The role gets no privilege on the outbox's rows: REPLICATION streams the slot (see the README's Security), USAGE lets it look the tables up.")
-			if password == "" {
-				fmt.Fprintf(stdout, "-- Then set its password in psql with \\password %s (psql sends a SCRAM-SHA-256 verifier, never the password).\n", pgcatalog.QuoteRole(*role))
-			}
-		}
-		for _, s := range stmts {
-			fmt.Fprintln(stdout, s.SQL+";")
-		}
-		if cfg.slotFailover.mode != replication.FailoverOff {
-			fmt.Fprintln(stdout, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+replication.CreateSlotSQL(cfg.slot, true))
-		}
-		fmt.Fprintln(stdout, "\n"+pgcatalog.HBALine(*role, "<database>"))
+		plan.Script(stdout, cfg.slotFailover.mode != replication.FailoverOff)
 		return exitOK
 	}
 	if *role != "" && password == "" {
@@ -110,26 +90,14 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		return exitRuntime
 	}
 	if version >= 170000 && cfg.slotFailover.mode != replication.FailoverOff {
-		stmts[slotStmt] = pgcatalog.SlotStatement(cfg.slot, true)
+		plan.FailoverSlot()
 	}
 	if code := setupSlotGone(ctx, c, conn, db, stderr); code >= 0 {
 		return code
 	}
-	for _, s := range stmts {
-		ran, err := conn.Run(ctx, s)
-		switch {
-		case err != nil:
-			fmt.Fprintf(stderr, "walrelay: %s: %v\n", pgcatalog.RedactPassword(ran), err)
-			return exitConfig
-		case ran == "":
-			note := s.ExistsNote
-			if note == "" {
-				note = pgcatalog.RedactPassword(s.SQL)
-			}
-			fmt.Fprintf(stdout, "exists: %s\n", note)
-		default:
-			fmt.Fprintf(stdout, "done:   %s\n", pgcatalog.RedactPassword(ran))
-		}
+	if err := plan.Apply(ctx, conn, stdout); err != nil {
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		return exitConfig
 	}
 	fmt.Fprintln(stdout, "\n"+pgcatalog.HBALine(*role, pgcatalog.HBADatabase(db)))
 	return exitOK
