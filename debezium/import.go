@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -140,7 +141,7 @@ func Import(props map[string]string) Result {
 		imp.Unsupported = append(imp.Unsupported, "table.include.list is not set: name the outbox table(s) (schema.table) so that walrelay relays those only")
 	} else {
 		var names []string
-		for _, t := range splitList(tables) {
+		for _, t := range cli.SplitList(tables) {
 			if !identRE.MatchString(t) {
 				bad("table.include.list", fmt.Sprintf("entry %q is a regular expression or not schema-qualified; walrelay takes table names (schema.table)", t))
 			}
@@ -225,7 +226,7 @@ func importConverters(props map[string]string, get func(k, def string) string, b
 
 // importRouter maps the one Outbox Event Router of transforms.
 func importRouter(props map[string]string, imp *Result, get func(k, def string) string, bad func(k, why string), set func(f, v string)) {
-	aliases := splitList(get("transforms", ""))
+	aliases := cli.SplitList(get("transforms", ""))
 	var router string
 	for _, a := range aliases {
 		t := get("transforms."+a+".type", "")
@@ -287,7 +288,7 @@ func importRouter(props map[string]string, imp *Result, get func(k, def string) 
 		bad(p+"table.field.additional.missing", "a missing column makes walrelay's events poison (error)")
 	}
 	var headers, envelope, partition []string
-	for _, f := range splitList(get(p+"table.fields.additional.placement", "")) {
+	for _, f := range cli.SplitList(get(p+"table.fields.additional.placement", "")) {
 		parts := strings.Split(f, ":")
 		if len(parts) < 2 || len(parts) > 3 {
 			bad(p+"table.fields.additional.placement", fmt.Sprintf("entry %q: want column:placement[:alias]", f))
@@ -352,15 +353,4 @@ func replacementTemplate(re, repl, by string) (string, bool) {
 		return "", false
 	}
 	return strings.ReplaceAll(repl, "${routedByValue}", "${"+by+"}"), true
-}
-
-// splitList splits a comma list, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
