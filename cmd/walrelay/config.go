@@ -4,28 +4,221 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/marker"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
 
-// splitList and indent are cli's, under the names check.go and security.go
-// call.
-func splitList(s string) []string { return cli.SplitList(s) }
-func indent(err error) string     { return cli.Indent(err) }
+// config is everything `walrelay run` is told.
+type config struct {
+	pgURL           string
+	publication     string
+	slot            string
+	tables          string
+	source          string
+	messagePrefix   string
+	create          bool
+	brokers         string
+	topic           string
+	createTopics    bool
+	topicAllow      string
+	maxCreated      int
+	topicPartitions int
+	topicRF         int
+	idColumn        string
+	keyColumn       string
+	payloadColumn   string
+	headerColumns   string
+	statusInterval  time.Duration
+	readWait        time.Duration
+	pgMaxMessage    int
+	shutdownTimeout time.Duration
+	maxInflight     int
+	compression     string
+	deliveryTimeout time.Duration
+	maxMessageBytes int
+	linger          time.Duration
+	logLevel        string
+	logFormat       string
+	benchNullSink   bool   // bench build only (bench.go)
+	cpuProfile      string // bench build only (bench.go)
+	httpAddr        string
+	httpPprof       bool
+	httpIdle        time.Duration
+	httpMaxConns    int
+	onPoison        string
+	dlqTopic        string
+	lagWarnBytes    int64
+	recreateLost    bool
+	kafka           kafkaSecurity
+	pgURLFile       string
+	exactlyOnce     bool
+	checkpointTopic string
+	txnID           string
+	txnTimeout      time.Duration
+	commitInterval  time.Duration
+	slotFailover    failoverFlag
+	recreateMissing bool
+	// Debezium drop-in (issue 15): converter formats and router options.
+	keyConverter, valueConverter string
+	nullableColumns              string
+	envelopeColumns              string
+	topicRegex, routeColumn      string
+	tombstoneOnEmpty             bool
+
+	// Issue 17: --pg-require-verified-tls.
+	pgVerifiedTLS bool
+	// noKafka: the command does not use Kafka (status): its Kafka
+	// security settings are neither checked nor warned about.
+	noKafka bool
+	// securityWarnings are about what the settings leave unprotected
+	// (Kafka SASL without TLS), for the commands that use Kafka to log.
+	securityWarnings            []string
+	partitionColumn             string
+	timestampColumn             string
+	expandJSON, expandNullBytes bool
+	schemaPrefix, versionColumn string
+}
+
+// failoverFlag is --slot-failover: unset (auto), true or false; a bare
+// --slot-failover is true.
+type failoverFlag struct{ mode replication.FailoverMode }
+
+func (f *failoverFlag) IsBoolFlag() bool { return true }
+func (f *failoverFlag) String() string {
+	switch f.mode {
+	case replication.FailoverOn:
+		return "true"
+	case replication.FailoverOff:
+		return "false"
+	}
+	return "auto"
+}
+func (f *failoverFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "auto", "":
+		f.mode = replication.FailoverAuto
+	case "true", "1", "on", "t":
+		f.mode = replication.FailoverOn
+	case "false", "0", "off", "f":
+		f.mode = replication.FailoverOff
+	default:
+		return fmt.Errorf("want true, false or auto")
+	}
+	return nil
+}
+
+// envPrefix + the flag name in upper case with '-' as '_' is each flag's
+// environment variable: --pg-url is WALRELAY_PG_URL.
+const envPrefix = "WALRELAY_"
+
+func envName(flagName string) string { return cli.EnvName(envPrefix, flagName) }
+
+// kit parses walrelay's flags: WALRELAY_* overlay, did-you-mean, and each
+// command's help (printUsage).
+var kit = cli.Kit{Program: "walrelay", EnvPrefix: envPrefix, Usage: printUsage}
+
+// benchFlags adds the bench build's switches (bench.go); nil in the
+// product's build, whose flag set has none.
+var benchFlags func(fs *flag.FlagSet, cfg *config)
+
+func newFlagSet(name string, cfg *config) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&cfg.pgURL, "pg-url", "", "PostgreSQL connection string (URL or key=value); the replication connection is derived from it")
+	fs.StringVar(&cfg.publication, "publication", "walrelay", "publication to stream")
+	fs.StringVar(&cfg.slot, "slot", "walrelay", "logical replication slot (pgoutput)")
+	fs.StringVar(&cfg.tables, "table", "public.outbox", "outbox table, schema-qualified; a comma list makes every listed table an outbox")
+	fs.StringVar(&cfg.source, "source", "tables", "where events come from: tables (inserts into --table), messages (pg_logical_emit_message(true, --message-prefix, json) in the WAL alone; PostgreSQL 14+) or tables,messages")
+	fs.StringVar(&cfg.messagePrefix, "message-prefix", "outbox", "prefix of the logical decoding messages that are events, with --source messages")
+	boolVar(fs, &cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true)) and the slot when missing")
+	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
+	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
+	boolVar(fs, &cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
+	fs.StringVar(&cfg.topicAllow, "topic-allow", "", "regular expression every record's topic must match as a whole (e.g. 'outbox\\.event\\.[a-z_]+'); an event routed elsewhere is dead-lettered (reason topic_not_allowed) or, with --on-poison=halt, stops walrelay, and its topic is never created (empty: any topic; the dead-letter and checkpoint topics and __* are refused always)")
+	fs.IntVar(&cfg.maxCreated, "max-created-topics", 100, "most topics walrelay creates under --create-topics while it runs; an event whose missing topic would be one more is dead-lettered (reason topic_limit) or halts (0: no cap; existing topics do not count)")
+	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 6, "partitions of created topics")
+	fs.IntVar(&cfg.topicRF, "topic-replication-factor", -1, "replication factor of created topics (-1: the broker's default)")
+	fs.StringVar(&cfg.idColumn, "id-column", "id", "column holding the event id (header \"id\")")
+	fs.StringVar(&cfg.keyColumn, "key-column", "aggregateid", "column holding the record key")
+	fs.StringVar(&cfg.payloadColumn, "payload-column", "payload", "column holding the record value")
+	fs.StringVar(&cfg.headerColumns, "header-columns", "", "extra headers as column:header pairs, comma-separated (e.g. type:eventType)")
+	durationVar(fs, &cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL: 100ms or more, below half of the server's wal_sender_timeout (0 is refused)")
+	durationVar(fs, &cfg.readWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency), while messages come at 6 or more per wait (over 100 ms); a quieter stream is read at once, and so is a Unix socket; 0: always read at once")
+	durationVar(fs, &cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements (more than 0; a second signal stops at once)")
+	sizeVar(fs, &cfg.pgMaxMessage, "pg-max-message-bytes", replication.DefaultMaxMessageBytes, "largest replication message accepted from PostgreSQL, i.e. one outbox row with all its columns; a larger row stops walrelay (exit 2) before it is read, and receiving one costs about twice its size in memory")
+	sizeVar(fs, &cfg.maxInflight, "max-inflight-bytes", sink.DefaultMaxInflightBytes, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
+	fs.StringVar(&cfg.compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
+	durationVar(fs, &cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may wait for Kafka's acknowledgement after it is handed to the client, retries included, before it fails and streaming restarts from the last confirmed position; a transaction may take longer")
+	sizeVar(fs, &cfg.maxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes (a topic whose max.message.bytes is smaller gets batches of that size)")
+	durationVar(fs, &cfg.linger, "kafka-linger", 5*time.Millisecond, "how long a partition waits for more records before sending (Java's linger.ms; at most 1m, below --kafka-delivery-timeout; 0: never) while transactions come fast enough for it to gather 10 of them (2,000/s at 5ms); slower, records go as soon as walrelay has caught up with the slot; what lingers goes at once when walrelay waits for room under --max-inflight-bytes")
+	fs.StringVar(&cfg.onPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
+	fs.StringVar(&cfg.dlqTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
+	fs.StringVar(&cfg.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
+	durationVar(fs, &cfg.httpIdle, "http-idle-timeout", 30*time.Second, "close an HTTP keep-alive connection after it has been idle this long (more than 0)")
+	fs.IntVar(&cfg.httpMaxConns, "http-max-connections", 64, "most connections --http-addr keeps open; at the limit a new one closes the one idle (or sending its headers) the longest")
+	boolVar(fs, &cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
+	size64Var(fs, &cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
+	boolVar(fs, &cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
+	fs.Var(&cfg.slotFailover, "slot-failover", "create the slot as a failover slot, synchronized to standbys with sync_replication_slots, and make an existing one such a slot before streaming (PostgreSQL 17+; auto: on 17+, off before; true on an older server is refused)")
+	boolVar(fs, &cfg.recreateMissing, "recreate-missing-slot", false, "create the slot again when it is missing although walrelay streamed from it (dropped, or lost in a failover): events committed since its last confirmed position are LOST; use once, after deciding to accept that gap")
+	boolVar(fs, &cfg.kafka.tls, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
+	fs.StringVar(&cfg.kafka.caFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
+	fs.StringVar(&cfg.kafka.certFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
+	fs.StringVar(&cfg.kafka.keyFile, "kafka-tls-key-file", "", "PEM private key of the client certificate")
+	fs.StringVar(&cfg.kafka.serverName, "kafka-tls-server-name", "", "host name to verify in the brokers' certificates (default: the host dialed)")
+	fs.StringVar(&cfg.kafka.mechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL)")
+	fs.StringVar(&cfg.kafka.username, "kafka-sasl-username", "", "SASL user")
+	fs.StringVar(&cfg.kafka.passwordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
+	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
+	boolVar(fs, &cfg.pgVerifiedTLS, "pg-require-verified-tls", true, "refuse to start (exit 2) when a PostgreSQL host other than loopback (localhost, 127.0.0.0/8, ::1, a socket) is not reached with sslmode=verify-full, in --pg-url and --pg-standby-url; false: connect anyway and log a warning")
+	boolVar(fs, &cfg.kafka.allowPlainWithoutTLS, "kafka-allow-sasl-plain-without-tls", false, "let --kafka-sasl-mechanism PLAIN send the password in the clear when Kafka is reached without --kafka-tls (for a network that protects the connection itself); without it that is refused (exit 2)")
+	boolVar(fs, &cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
+	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", marker.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
+	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
+	durationVar(fs, &cfg.txnTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
+	durationVar(fs, &cfg.commitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
+	fs.StringVar(&cfg.keyConverter, "key-converter", decode.FormatString, "record key format, as Kafka Connect's key.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false) or json-schema (schemas.enable=true)")
+	fs.StringVar(&cfg.valueConverter, "value-converter", decode.FormatString, "record value format, as Kafka Connect's value.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false), json-schema (schemas.enable=true) or bytes (ByteArrayConverter, a bytea payload)")
+	fs.StringVar(&cfg.nullableColumns, "nullable-columns", "payload", "columns declared without NOT NULL, comma-separated: json-schema writes \"optional\":true for them (Debezium reads it from the catalog)")
+	fs.StringVar(&cfg.envelopeColumns, "envelope-columns", "", "make the value {\"payload\":...,ALIAS:column...} with these column:alias pairs, comma-separated (Debezium's column:envelope:alias placement; needs --value-converter json)")
+	fs.StringVar(&cfg.topicRegex, "topic-regex", "", "route like Debezium's route.topic.regex: matched against the whole --route-column value, --topic is then its replacement ($1, ${name}); no match: the value is the topic (empty: --topic is a template)")
+	fs.StringVar(&cfg.routeColumn, "route-column", "aggregatetype", "column --topic-regex is matched against (Debezium's route.by.field)")
+	fs.StringVar(&cfg.partitionColumn, "partition-column", "", "integer column whose value is the record's partition, NULL: the key hash (Debezium's column:partition placement; a partition the topic lacks makes a poison event)")
+	fs.StringVar(&cfg.timestampColumn, "timestamp-column", "", "timestamp (without time zone) column whose value, as UTC, is the record's timestamp, NULL: the commit time (Debezium's table.field.event.timestamp; default: the commit time); a record older than its topic's retention.ms (7 days by default) is deleted by the broker's next retention check, before consumers may read it")
+	boolVar(fs, &cfg.expandJSON, "expand-json-payload", false, "a payload starting with { or [ is written as the JSON itself, with the schema Debezium infers (Debezium's table.expand.json.payload; needs --value-converter json or json-schema)")
+	boolVar(fs, &cfg.expandNullBytes, "expand-json-null-as-bytes", false, "with --expand-json-payload, a null JSON member gets an optional bytes schema instead of being left out (Debezium's table.json.payload.null.behavior=optional_bytes)")
+	fs.StringVar(&cfg.schemaPrefix, "debezium-topic-prefix", "", "Debezium's topic.prefix: with --envelope-columns and --value-converter json-schema it begins the value struct's name (PREFIX.SCHEMA.TABLE.ROUTE.Value)")
+	fs.StringVar(&cfg.versionColumn, "schema-version-column", "", "integer column whose value is the version of the value struct's schema with --envelope-columns and --value-converter json-schema (Debezium's table.field.event.schema.version)")
+	boolVar(fs, &cfg.tombstoneOnEmpty, "tombstone-on-empty-payload", false, "a NULL or blank payload becomes a tombstone (no value), as Debezium's route.tombstone.on.empty.payload")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
+	if benchFlags != nil {
+		benchFlags(fs, cfg)
+	}
+	return fs
+}
+
+// durationVar and the others are cli's, under the names newFlagSet,
+// check.go and security.go call.
+var (
+	durationVar = cli.DurationVar
+	boolVar     = cli.BoolVar
+	sizeVar     = cli.SizeVar
+	size64Var   = cli.Size64Var
+	splitList   = cli.SplitList
+	indent      = cli.Indent
+)
 
 // stages turns the flags into the stages' configurations, reporting every
 // mistake at once.
@@ -222,86 +415,4 @@ func parseSource(s string) (tables, messages bool, err error) {
 		return false, false, fmt.Errorf("--source %q: want tables, messages or tables,messages", s)
 	}
 	return tables, messages, nil
-}
-
-// command is a parsed sub-command: its flags and the stages' configuration.
-type command struct {
-	cfg config
-	rc  replication.Config
-	dc  decode.Config
-	sc  sink.Config
-	// invalid holds the configuration mistakes when parseCommand was asked
-	// to tolerate them (setup --print needs no server).
-	invalid error
-	// warnings are about the environment (envWarnings); run logs them,
-	// the other commands have printed them.
-	warnings []string
-	// log is the command's logger (--log-level, --log-format, on stderr):
-	// where its warnings about security go.
-	log *zap.Logger
-}
-
-// parseCommand parses the flags of sub-command name, with extra adding the
-// command's own flags, and builds the stages' configuration. It returns an
-// exit code >= 0 when the command must stop: help asked for (0) or a
-// mistake (2, printed to stderr).
-func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet), tolerate func() bool) (*command, int) {
-	c := &command{warnings: envWarnings(), log: zap.NewNop()}
-	c.cfg.noKafka = name == "status"
-	fs := newFlagSet(name, &c.cfg)
-	if extra != nil {
-		extra(fs)
-	}
-	// N.B. the warnings first when walrelay stops at a mistake: a
-	// misspelt variable is often the mistake.
-	printWarnings := func() {
-		for _, w := range c.warnings {
-			fmt.Fprintf(stderr, "walrelay: warning: %s\n", w)
-		}
-	}
-	if err := kit.Parse(fs, args, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		printWarnings()
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(stderr, "walrelay: %s\n", line)
-		}
-		return nil, exitConfig
-	}
-	var err error
-	c.rc, c.dc, c.sc, err = c.cfg.stages()
-	if l, lerr := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr); lerr == nil {
-		c.log = l
-	}
-	if err != nil {
-		if tolerate != nil && tolerate() {
-			c.invalid = err
-			return c, -1
-		}
-		printWarnings()
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
-		return nil, exitConfig
-	}
-	if name != "run" {
-		printWarnings()
-	}
-	return c, -1
-}
-
-// pipeline is the relay's configuration: the stages' and what runs them.
-func (c *command) pipeline() pipeline.Config {
-	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes, Marker: c.markerConfig()}
-}
-
-// markerConfig is where the slot markers are kept: the sink's Kafka, the
-// --checkpoint-topic.
-func (c *command) markerConfig() marker.Config {
-	return marker.Config{Brokers: c.sc.Brokers, Opts: c.sc.Opts, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
-		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
-}
-
-// http is the HTTP endpoints' configuration.
-func (c *config) http() httpserve.Config {
-	return httpserve.Config{Addr: c.httpAddr, Pprof: c.httpPprof, IdleTimeout: c.httpIdle, MaxConns: c.httpMaxConns}
 }
