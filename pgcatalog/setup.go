@@ -9,7 +9,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/decode"
@@ -345,4 +347,35 @@ func (c *CommandConn) run(ctx context.Context, s SetupStatement) (string, error)
 	}
 	_, err := c.conn.Exec(ctx, s.SQL)
 	return s.SQL, err
+}
+
+// SlotGoneError is a slot walrelay streamed from (History has its record)
+// that no longer exists: setup does not create it again.
+type SlotGoneError struct {
+	Slot, Database, System string
+	Confirmed              pglogrepl.LSN
+	At                     time.Time
+}
+
+func (e *SlotGoneError) Error() string {
+	return fmt.Sprintf("replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: setup does not create it again, which would skip the events committed since (see the README's \"Failover\"); pass --recreate-missing-slot to create it and accept the gap",
+		e.Slot, e.Database, e.System, e.Confirmed, e.At.UTC().Format(time.RFC3339))
+}
+
+// CheckSlotGone looks up in h the slot rc.Slot of database db, which does
+// not exist: a *SlotGoneError when walrelay streamed from it, nil when h
+// has no record of it.
+func CheckSlotGone(ctx context.Context, rc replication.Config, db string, h replication.History) error {
+	sys, err := replication.SystemID(ctx, rc)
+	if err != nil {
+		return fmt.Errorf("read the system identifier, to look for the slot's marker: %w", err)
+	}
+	lsn, at, found, err := h.LastConfirmed(ctx, sys, db, rc.Slot)
+	if err != nil {
+		return fmt.Errorf("read the slot's marker: %w", err)
+	}
+	if !found {
+		return nil
+	}
+	return &SlotGoneError{Slot: rc.Slot, Database: db, System: sys, Confirmed: lsn, At: at}
 }

@@ -104,8 +104,8 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // setupSlotGone refuses to create a slot walrelay streamed from (its marker
-// is on --checkpoint-topic) unless --recreate-missing-slot: exit 3, as run.
-// It returns -1 to go on.
+// is on --checkpoint-topic, pgcatalog.CheckSlotGone) unless
+// --recreate-missing-slot: exit 3, as run. It returns -1 to go on.
 func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn, db string, stderr io.Writer) int {
 	if exists, err := conn.SlotExists(ctx, c.cfg.slot); err != nil || exists || c.cfg.recreateMissing {
 		return -1
@@ -123,20 +123,14 @@ func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn,
 		return -1
 	}
 	defer ms.Close()
-	sys, err := replication.SystemID(ctx, c.rc)
+	err = pgcatalog.CheckSlotGone(ctx, c.rc, db, ms)
+	if gone := (*pgcatalog.SlotGoneError)(nil); errors.As(err, &gone) {
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		return exitSlotLost
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: read the system identifier, to look for the slot's marker: %v\n", err)
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
 	}
-	lsn, at, found, err := ms.LastConfirmed(ctx, sys, db, c.cfg.slot)
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: read the slot's marker: %v\n", err)
-		return exitRuntime
-	}
-	if !found {
-		return -1
-	}
-	fmt.Fprintf(stderr, "walrelay: replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: setup does not create it again, which would skip the events committed since (see the README's \"Failover\"); pass --recreate-missing-slot to create it and accept the gap\n",
-		c.cfg.slot, db, sys, lsn, at.UTC().Format(time.RFC3339))
-	return exitSlotLost
+	return -1
 }
