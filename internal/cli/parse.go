@@ -38,7 +38,7 @@ func EnvName(prefix, flagName string) string {
 // returns flag.ErrHelp.
 func (k Kit) Parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	// N.B. the flag package prints its error and the whole usage on any
-	// mistake; walrelay prints one line that says what to do instead.
+	// mistake; Parse returns one line that says what to do instead.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := k.checkArgs(fs, args); err != nil {
