@@ -4,18 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/kafkaconn"
 	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pipeline"
@@ -126,9 +122,11 @@ func (f *failoverFlag) Set(s string) error {
 // environment variable: --pg-url is WALRELAY_PG_URL.
 const envPrefix = "WALRELAY_"
 
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+func envName(flagName string) string { return cli.EnvName(envPrefix, flagName) }
+
+// kit parses walrelay's flags: WALRELAY_* overlay, did-you-mean, and each
+// command's help (printUsage).
+var kit = cli.Kit{Program: "walrelay", EnvPrefix: envPrefix, Usage: printUsage}
 
 // benchFlags adds the bench build's switches (bench.go); nil in the
 // product's build, whose flag set has none.
@@ -210,180 +208,16 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	return fs
 }
 
-// listedFlags names the run flags each sub-command other than run uses,
-// which its help lists (with the command's own flags). Each takes every
-// flag of run and its WALRELAY_* variable too, ignoring those it does not
-// use, so that one command line or environment serves every command.
-var listedFlags = map[string][]string{
-	"check": {"pg-url", "pg-url-file", "publication", "slot", "table", "create", "status-interval",
-		"id-column", "key-column", "payload-column", "header-columns", "topic", "brokers", "create-topics", "on-poison", "dlq-topic",
-		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-tls-server-name",
-		"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file", "kafka-allow-sasl-plain-without-tls", "pg-require-verified-tls",
-		"source", "message-prefix"},
-	"status": {"pg-url", "pg-url-file", "slot", "publication", "pg-require-verified-tls"},
-	"setup":  {"pg-url", "pg-url-file", "publication", "slot", "table", "pg-require-verified-tls", "source", "message-prefix"},
-}
-
-// runFlagNames are the names of run's flags.
-func runFlagNames() []string {
-	var names []string
-	newFlagSet("run", &config{}).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	return names
-}
-
-// printUsage prints fs's help: for a command of listedFlags the flags it
-// uses and its own.
-func printUsage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "Usage: walrelay %s [flags]\n\nEvery flag can also be set through its environment variable, e.g. --pg-url as %s.\n'walrelay help' lists the other commands.\n", fs.Name(), envName("pg-url"))
-	shown := fs
-	if listed, ok := listedFlags[fs.Name()]; ok {
-		fmt.Fprintf(w, "%s also takes the other flags of run (see 'walrelay run -h') and ignores them, so that run's command line and environment serve it as they are.\n", fs.Name())
-		run := runFlagNames()
-		shown = flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
-		fs.VisitAll(func(f *flag.Flag) {
-			if slices.Contains(listed, f.Name) || !slices.Contains(run, f.Name) {
-				shown.Var(f.Value, f.Name, f.Usage)
-				shown.Lookup(f.Name).DefValue = f.DefValue
-			}
-		})
-	}
-	fmt.Fprintln(w, "\nFlags:")
-	printDefaults(shown, w)
-}
-
-// parseFlags parses args, then fills every flag not given on the command
-// line from its WALRELAY_* environment variable. -h prints the help to
-// stderr and returns flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	// N.B. the flag package prints its error and the whole usage on any
-	// mistake; walrelay prints one line that says what to do instead.
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := checkArgs(fs, args); err != nil {
-		return err
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(fs, stderr)
-		}
-		return err
-	}
-	if fs.NArg() > 0 {
-		if i := len(args) - fs.NArg(); i > 0 {
-			if f := argFlag(fs, args[i-1]); f != nil && isSwitch(f) && !strings.Contains(args[i-1], "=") {
-				if _, err := strconv.ParseBool(fs.Arg(0)); err == nil {
-					return fmt.Errorf("unexpected argument %q after %s: a switch takes its value after '=': --%s=%s", fs.Arg(0), args[i-1], f.Name, fs.Arg(0))
-				}
-			}
-		}
-		return fmt.Errorf("unexpected argument %q: flags start with --", fs.Arg(0))
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var errs []error
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	sort.Strings(names)
-	for _, name := range names {
-		if given[name] {
-			continue
-		}
-		if v, ok := os.LookupEnv(envName(name)); ok {
-			if err := fs.Set(name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", envName(name), v, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// argFlag is the flag of fs that argument a ("-name", "--name" or
-// "--name=value") names, or nil.
-func argFlag(fs *flag.FlagSet, a string) *flag.Flag {
-	if len(a) < 2 || a[0] != '-' {
-		return nil
-	}
-	name, _, _ := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
-	return fs.Lookup(name)
-}
-
-func isSwitch(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
-// checkArgs walks the flags of args as fs.Parse will and reports the first
-// one fs does not have, with the closest one it has.
-func checkArgs(fs *flag.FlagSet, args []string) error {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if len(a) < 2 || a[0] != '-' || a == "--" {
-			return nil
-		}
-		name, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
-		if name == "h" || name == "help" || name == "" || name[0] == '-' || name[0] == '=' {
-			return nil // fs.Parse handles these
-		}
-		f := fs.Lookup(name)
-		if f == nil {
-			return unknownFlag(fs, name)
-		}
-		if !isSwitch(f) && !hasValue {
-			i++ // the flag's value
-		}
-	}
-	return nil
-}
-
-func unknownFlag(fs *flag.FlagSet, name string) error {
-	help := fmt.Sprintf("'walrelay %s -h' lists its flags", fs.Name())
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if s := suggest(name, names); s != "" {
-		return fmt.Errorf("unknown flag --%s: did you mean --%s? (%s)", name, s, help)
-	}
-	return fmt.Errorf("unknown flag --%s (%s)", name, help)
-}
-
-// otherEnv are the WALRELAY_* variables that are no flag of run.
-// (setup's and health's own flags, the passwords).
-var otherEnv = []string{envName("kafka-sasl-password"), "WALRELAY_SETUP_ROLE_PASSWORD", envName("print"), envName("role"), envName("rotate-password"), envName("url")}
-
-// envWarnings names each WALRELAY_* variable in the environment that is no
-// walrelay setting (and so is ignored), with the closest one that is.
-//
-// N.B. WALRELAY_TEST_* are the test suite's (test/testbed), never walrelay's.
-func envWarnings() []string {
-	var known []string
-	for _, n := range runFlagNames() {
-		known = append(known, envName(n))
-	}
-	known = append(known, otherEnv...)
-	var out []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, envPrefix) || strings.HasPrefix(name, envPrefix+"TEST_") || slices.Contains(known, name) {
-			continue
-		}
-		w := name + " is set but is no walrelay setting: ignored"
-		if s := suggest(name, known); s != "" {
-			w += "; did you mean " + s + "?"
-		}
-		out = append(out, w)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+// durationVar and the others are cli's, under the names newFlagSet,
+// check.go and security.go call.
+var (
+	durationVar = cli.DurationVar
+	boolVar     = cli.BoolVar
+	sizeVar     = cli.SizeVar
+	size64Var   = cli.Size64Var
+	splitList   = cli.SplitList
+	indent      = cli.Indent
+)
 
 // stages turns the flags into the stages' configurations, reporting every
 // mistake at once.
@@ -580,94 +414,4 @@ func parseSource(s string) (tables, messages bool, err error) {
 		return false, false, fmt.Errorf("--source %q: want tables, messages or tables,messages", s)
 	}
 	return tables, messages, nil
-}
-
-// command is a parsed sub-command: its flags and the stages' configuration.
-type command struct {
-	cfg config
-	rc  replication.Config
-	dc  decode.Config
-	sc  sink.Config
-	// invalid holds the configuration mistakes when parseCommand was asked
-	// to tolerate them (setup --print needs no server).
-	invalid error
-	// warnings are about the environment (envWarnings); run logs them,
-	// the other commands have printed them.
-	warnings []string
-	// log is the command's logger (--log-level, --log-format, on stderr):
-	// where its warnings about security go.
-	log *zap.Logger
-}
-
-// parseCommand parses the flags of sub-command name, with extra adding the
-// command's own flags, and builds the stages' configuration. It returns an
-// exit code >= 0 when the command must stop: help asked for (0) or a
-// mistake (2, printed to stderr).
-func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet), tolerate func() bool) (*command, int) {
-	c := &command{warnings: envWarnings(), log: zap.NewNop()}
-	c.cfg.noKafka = name == "status"
-	fs := newFlagSet(name, &c.cfg)
-	if extra != nil {
-		extra(fs)
-	}
-	// N.B. the warnings first when walrelay stops at a mistake: a
-	// misspelt variable is often the mistake.
-	printWarnings := func() {
-		for _, w := range c.warnings {
-			fmt.Fprintf(stderr, "walrelay: warning: %s\n", w)
-		}
-	}
-	if err := parseFlags(fs, args, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		printWarnings()
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(stderr, "walrelay: %s\n", line)
-		}
-		return nil, exitConfig
-	}
-	var err error
-	c.rc, c.dc, c.sc, err = c.cfg.stages()
-	if l, lerr := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr); lerr == nil {
-		c.log = l
-	}
-	if err != nil {
-		if tolerate != nil && tolerate() {
-			c.invalid = err
-			return c, -1
-		}
-		printWarnings()
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
-		return nil, exitConfig
-	}
-	if name != "run" {
-		printWarnings()
-	}
-	return c, -1
-}
-
-// pipeline is the relay's configuration: the stages' and what runs them.
-func (c *command) pipeline() pipeline.Config {
-	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes, Marker: c.markerConfig()}
-}
-
-// markerConfig is where the slot markers are kept: the sink's Kafka, the
-// --checkpoint-topic.
-func (c *command) markerConfig() kafkastate.Config {
-	return kafkastate.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
-		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
-}
-
-func indent(err error) string {
-	out := ""
-	for _, line := range strings.Split(err.Error(), "\n") {
-		out += "  - " + line + "\n"
-	}
-	return out
-}
-
-// http is the HTTP endpoints' configuration.
-func (c *config) http() httpConfig {
-	return httpConfig{addr: c.httpAddr, pprof: c.httpPprof, idleTimeout: c.httpIdle, maxConns: c.httpMaxConns}
 }

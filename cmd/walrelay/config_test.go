@@ -13,7 +13,7 @@ func TestEnvironmentFillsFlagsNotGiven(t *testing.T) {
 	t.Setenv("WALRELAY_PUBLICATION", "ignored_env")
 	var cfg config
 	fs := newFlagSet("run", &cfg)
-	if err := parseFlags(fs, []string{"--publication", "from_flag"}, &bytes.Buffer{}); err != nil {
+	if err := kit.Parse(fs, []string{"--publication", "from_flag"}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.slot != "from_env" || cfg.statusInterval != 3*time.Second {
@@ -29,7 +29,7 @@ func TestEveryMistakeIsReportedAtOnce(t *testing.T) {
 	fs := newFlagSet("run", &cfg)
 	args := []string{"--pg-url", "postgres://localhost/db", "--slot", "Bad-Slot", "--kafka-compression", "brotli",
 		"--on-poison", "maybe", "--topic", "x.${", "--header-columns", "type", "--log-format", "xml"}
-	if err := parseFlags(fs, args, &bytes.Buffer{}); err != nil {
+	if err := kit.Parse(fs, args, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	_, _, _, err := cfg.stages()

@@ -16,5 +16,7 @@
 //
 // Invariant: main holds no business logic: it parses the configuration,
 // builds the logger, the metrics and the relay, runs it, and maps its error
-// to an exit code.
+// to an exit code. The flag kit is internal/cli, the HTTP server
+// internal/httpserve, setup's and status's SQL pgcatalog's, and
+// import-debezium's translation debezium's; main only wires them.
 package main

@@ -14,7 +14,7 @@ func stagesOf(t *testing.T, args ...string) (replication.Config, error) {
 	t.Helper()
 	var cfg config
 	fs := newFlagSet("run", &cfg)
-	if err := parseFlags(fs, append([]string{"--pg-url", "postgres://localhost/db"}, args...), &bytes.Buffer{}); err != nil {
+	if err := kit.Parse(fs, append([]string{"--pg-url", "postgres://localhost/db"}, args...), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	rc, _, _, err := cfg.stages()

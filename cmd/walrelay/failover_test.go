@@ -31,7 +31,7 @@ func TestSlotFailoverFlag(t *testing.T) {
 			}
 			var cfg config
 			fs := newFlagSet("run", &cfg)
-			err := parseFlags(fs, tc.args, &bytes.Buffer{})
+			err := kit.Parse(fs, tc.args, &bytes.Buffer{})
 			if tc.bad {
 				if err == nil {
 					t.Errorf("--slot-failover=maybe accepted")

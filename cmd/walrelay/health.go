@@ -17,7 +17,7 @@ import (
 func healthCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080/readyz", "endpoint to probe (default: /readyz on "+envName("http-addr")+"'s port when it is set)")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := kit.Parse(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

@@ -59,7 +59,7 @@ func TestSizeSuffixes(t *testing.T) {
 	var cfg config
 	fs := newFlagSet("run", &cfg)
 	args := []string{"--kafka-max-message-bytes", "1MB", "--lag-warn-bytes", "2GiB", "--pg-max-message-bytes", "128 KiB"}
-	if err := parseFlags(fs, args, &bytes.Buffer{}); err != nil {
+	if err := kit.Parse(fs, args, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.maxInflight != 64*1024*1024 || cfg.maxMessageBytes != 1000*1000 || cfg.lagWarnBytes != 2*1024*1024*1024 || cfg.pgMaxMessage != 128*1024 {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
@@ -97,7 +98,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
 	if cfg.httpAddr != "" {
-		if _, err := serveHTTP(hctx, cfg.http(), m, relay, log); err != nil {
+		if _, err := httpserve.Serve(hctx, cfg.http(), m.Registry, relay, log); err != nil {
 			log.Error("cannot serve http", zap.Error(err))
 			return exitConfig
 		}

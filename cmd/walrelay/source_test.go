@@ -30,7 +30,7 @@ func TestSourceFlag(t *testing.T) {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var cfg config
 			fs := newFlagSet("run", &cfg)
-			if err := parseFlags(fs, append([]string{"--pg-url", "postgres://localhost/db"}, c.args...), &bytes.Buffer{}); err != nil {
+			if err := kit.Parse(fs, append([]string{"--pg-url", "postgres://localhost/db"}, c.args...), &bytes.Buffer{}); err != nil {
 				t.Fatal(err)
 			}
 			rc, dc, _, err := cfg.stages()

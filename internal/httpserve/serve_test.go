@@ -1,4 +1,4 @@
-package main
+package httpserve
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	for _, withPprof := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(context.Background())
-		addr, err := serveHTTP(ctx, httpConfig{addr: "127.0.0.1:0", pprof: withPprof, idleTimeout: time.Minute, maxConns: 8}, metrics.New(), fixedProbes{healthy: true}, zap.NewNop())
+		addr, err := Serve(ctx, Config{Addr: "127.0.0.1:0", Pprof: withPprof, IdleTimeout: time.Minute, MaxConns: 8}, metrics.New().Registry, fixedProbes{healthy: true}, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestMetricsConcurrencyLimit(t *testing.T) {
 	m.Registry.MustRegister(bc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := serveHTTP(ctx, httpConfig{addr: "127.0.0.1:0", idleTimeout: time.Minute, maxConns: 64}, m, fixedProbes{healthy: true, ready: true}, zap.NewNop())
+	addr, err := Serve(ctx, Config{Addr: "127.0.0.1:0", IdleTimeout: time.Minute, MaxConns: 64}, m.Registry, fixedProbes{healthy: true, ready: true}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestMetricsConcurrencyLimit(t *testing.T) {
 func TestHeaderLimit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := serveHTTP(ctx, httpConfig{addr: "127.0.0.1:0", idleTimeout: time.Minute, maxConns: 8}, metrics.New(), fixedProbes{healthy: true}, zap.NewNop())
+	addr, err := Serve(ctx, Config{Addr: "127.0.0.1:0", IdleTimeout: time.Minute, MaxConns: 8}, metrics.New().Registry, fixedProbes{healthy: true}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package pgcatalog
 
 import (
 	"bytes"
@@ -46,8 +46,8 @@ func TestSCRAMVerifierMatchesRFC7677(t *testing.T) {
 		t.Errorf("StoredKey is not the hash of the client key RFC 7677's proof reveals")
 	}
 	// Two verifiers of one password differ (a fresh salt each).
-	a, _ := scramVerifier("pencil")
-	b, _ := scramVerifier("pencil")
+	a, _ := ScramVerifier("pencil")
+	b, _ := ScramVerifier("pencil")
 	if a == b {
 		t.Errorf("two verifiers of one password are equal: the salt is not random")
 	}

@@ -1,12 +1,9 @@
-package main
+package cli
 
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"io"
 	"math"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -25,24 +22,24 @@ var (
 	errSize     = errors.New("want a number of bytes, e.g. 67108864, 64MiB or 100MB (suffixes B, KB, MB, GB, KiB, MiB, GiB)")
 )
 
-// durationVar, boolVar, sizeVar and size64Var define a flag of fs with
+// DurationVar, BoolVar, SizeVar and Size64Var define a flag of fs with
 // default def, as fs.DurationVar and the others do.
-func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+func DurationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
 	*p = def
 	fs.Var((*durationFlag)(p), name, usage)
 }
 
-func boolVar(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
+func BoolVar(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
 	*p = def
 	fs.Var((*boolFlag)(p), name, usage)
 }
 
-func sizeVar(fs *flag.FlagSet, p *int, name string, def int, usage string) {
+func SizeVar(fs *flag.FlagSet, p *int, name string, def int, usage string) {
 	*p = def
 	fs.Var((*sizeFlag)(p), name, usage)
 }
 
-func size64Var(fs *flag.FlagSet, p *int64, name string, def int64, usage string) {
+func Size64Var(fs *flag.FlagSet, p *int64, name string, def int64, usage string) {
 	*p = def
 	fs.Var((*size64Flag)(p), name, usage)
 }
@@ -134,85 +131,4 @@ func parseSize(s string) (int64, error) {
 		return 0, errors.New("out of range")
 	}
 	return v * mult, nil
-}
-
-// printDefaults is flag.PrintDefaults for fs (the same layout, which
-// test/compose parses), naming walrelay's own flag types.
-func printDefaults(fs *flag.FlagSet, w io.Writer) {
-	fs.VisitAll(func(f *flag.Flag) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "  -%s", f.Name)
-		name, usage := flag.UnquoteUsage(f)
-		if tn, ok := f.Value.(interface{ typeName() string }); ok {
-			name = tn.typeName()
-		}
-		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
-			name = ""
-		}
-		if name != "" {
-			b.WriteString(" " + name)
-		}
-		b.WriteString("\n    \t")
-		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
-		if !isZeroDefault(f) {
-			if name == "string" {
-				fmt.Fprintf(&b, " (default %q)", f.DefValue)
-			} else {
-				fmt.Fprintf(&b, " (default %v)", f.DefValue)
-			}
-		}
-		fmt.Fprintln(w, b.String())
-	})
-}
-
-// isZeroDefault reports whether f's default is its type's zero value, which
-// PrintDefaults does not show.
-func isZeroDefault(f *flag.Flag) bool {
-	typ := reflect.TypeOf(f.Value)
-	if typ.Kind() != reflect.Pointer {
-		return f.DefValue == ""
-	}
-	z, ok := reflect.New(typ.Elem()).Interface().(flag.Value)
-	return ok && f.DefValue == z.String()
-}
-
-// suggest returns the candidate closest to name (an edit distance of at
-// most a third of its length, at least 1, or one that starts with name or
-// the other way round), or "".
-func suggest(name string, candidates []string) string {
-	best, bestD := "", math.MaxInt
-	for _, c := range candidates {
-		d := editDistance(name, c)
-		if len(name) >= 3 && (strings.HasPrefix(c, name) || strings.HasPrefix(name, c)) {
-			d = min(d, 1)
-		}
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD <= max(1, len(name)/3) {
-		return best
-	}
-	return ""
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

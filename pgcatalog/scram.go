@@ -1,4 +1,4 @@
-package main
+package pgcatalog
 
 import (
 	"crypto/hmac"
@@ -14,14 +14,14 @@ import (
 // scramIterations is PostgreSQL's default scram_iterations.
 const scramIterations = 4096
 
-// scramVerifier is the SCRAM-SHA-256 secret PostgreSQL stores for password
+// ScramVerifier is the SCRAM-SHA-256 secret PostgreSQL stores for password
 // (RFC 5802 and 7677, in the format of libpq's pg_fe_scram_build_secret):
 //
 //	SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>
 //
 // `CREATE ROLE ... PASSWORD '<verifier>'` stores it as it is, so the
 // password itself never reaches the server, its log or pg_stat_activity.
-func scramVerifier(password string) (string, error) {
+func ScramVerifier(password string) (string, error) {
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("make salt: %w", err)

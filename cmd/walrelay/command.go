@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/httpserve"
+	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/pipeline"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+	"go.uber.org/zap"
+)
+
+// command is a parsed sub-command: its flags and the stages' configuration.
+type command struct {
+	cfg config
+	rc  replication.Config
+	dc  decode.Config
+	sc  sink.Config
+	// invalid holds the configuration mistakes when parseCommand was asked
+	// to tolerate them (setup --print needs no server).
+	invalid error
+	// warnings are about the environment (envWarnings); run logs them,
+	// the other commands have printed them.
+	warnings []string
+	// log is the command's logger (--log-level, --log-format, on stderr):
+	// where its warnings about security go.
+	log *zap.Logger
+}
+
+// parseCommand parses the flags of sub-command name, with extra adding the
+// command's own flags, and builds the stages' configuration. It returns an
+// exit code >= 0 when the command must stop: help asked for (0) or a
+// mistake (2, printed to stderr).
+func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet), tolerate func() bool) (*command, int) {
+	c := &command{warnings: envWarnings(), log: zap.NewNop()}
+	c.cfg.noKafka = name == "status"
+	fs := newFlagSet(name, &c.cfg)
+	if extra != nil {
+		extra(fs)
+	}
+	// N.B. the warnings first when walrelay stops at a mistake: a
+	// misspelt variable is often the mistake.
+	printWarnings := func() {
+		for _, w := range c.warnings {
+			fmt.Fprintf(stderr, "walrelay: warning: %s\n", w)
+		}
+	}
+	if err := kit.Parse(fs, args, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK
+		}
+		printWarnings()
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "walrelay: %s\n", line)
+		}
+		return nil, exitConfig
+	}
+	var err error
+	c.rc, c.dc, c.sc, err = c.cfg.stages()
+	if l, lerr := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr); lerr == nil {
+		c.log = l
+	}
+	if err != nil {
+		if tolerate != nil && tolerate() {
+			c.invalid = err
+			return c, -1
+		}
+		printWarnings()
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+		return nil, exitConfig
+	}
+	if name != "run" {
+		printWarnings()
+	}
+	return c, -1
+}
+
+// pipeline is the relay's configuration: the stages' and what runs them.
+func (c *command) pipeline() pipeline.Config {
+	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes, Marker: c.markerConfig()}
+}
+
+// markerConfig is where the slot markers are kept: the sink's Kafka, the
+// --checkpoint-topic.
+func (c *command) markerConfig() kafkastate.Config {
+	return kafkastate.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
+		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
+}
+
+// http is the HTTP endpoints' configuration.
+func (c *config) http() httpserve.Config {
+	return httpserve.Config{Addr: c.httpAddr, Pprof: c.httpPprof, IdleTimeout: c.httpIdle, MaxConns: c.httpMaxConns}
+}
