@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -184,7 +182,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 			return fmt.Errorf("%w: %s", ErrSlotInUse, pgErr.Message)
 		}
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object
-			// N.B. Prepare found or created the slot just before, and the
+			// N.B. pgcatalog.Prepare found or created the slot just before, and the
 			// pipeline recorded it: it was dropped since, and is gone.
 			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: start replication: %s: slot %q was dropped after walrelay prepared it; walrelay does not create it again (see the README's \"Failover\"); start once with --recreate-missing-slot to create it and accept the gap", pgErr.Message, s.cfg.Slot)}
 		}
@@ -194,7 +192,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	// the first position this session may confirm: never zero, never the
 	// server's current WAL position. It is read again now that this session
 	// holds the slot: the previous holder's final status update may have
-	// moved it after Prepare read it, the server streams from its own
+	// moved it after pgcatalog.Prepare read it, the server streams from its own
 	// position, and confirming the older one would move the slot back on a
 	// server without the guard against a lower flush (17 and the latest
 	// minor releases of older versions have it).
@@ -264,70 +262,6 @@ wait:
 		s.log.Warn("final status update", zap.Error(err))
 	}
 	return nil
-}
-
-// heldPosition reads the slot's confirmed_flush_lsn through a normal
-// connection, from the row that names pid, this stream's walsender, as the
-// slot's holder: nobody else can move it any more.
-func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, s.cfg.ConnString)
-	if err != nil {
-		return 0, fmt.Errorf("read held slot position: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var confirmed *string
-	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2`,
-		s.cfg.Slot, int64(pid)).Scan(&confirmed)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("read held slot position: pg_replication_slots shows slot %q not held by this stream's walsender (pid %d)", s.cfg.Slot, pid)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read held slot position: %w", err)
-	}
-	if confirmed == nil {
-		return 0, fmt.Errorf("read held slot position: slot %q has no confirmed_flush_lsn", s.cfg.Slot)
-	}
-	lsn, err := pglogrepl.ParseLSN(*confirmed)
-	if err != nil {
-		return 0, fmt.Errorf("read held slot position: %w", err)
-	}
-	return lsn, nil
-}
-
-// outputStyles are the settings of the replication session that decide how
-// values are printed: the decoder reads timestamps in ISO DateStyle and
-// bytea in hex (another bytea_output made every bytea event poison), and
-// header values are passed on in PostgreSQL's default styles.
-var outputStyles = map[string]string{
-	"DateStyle":     "ISO, MDY",
-	"IntervalStyle": "postgres",
-	"bytea_output":  "hex",
-}
-
-func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, error) {
-	pc, err := pgconn.ParseConfig(s.cfg.ConnString)
-	if err != nil {
-		return nil, nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
-	}
-	pc.RuntimeParams["replication"] = "database"
-	// N.B. pgoutput sends each value as the walsender's session prints it,
-	// and a role's or database's settings (ALTER ... SET) reach that
-	// session: the styles the decoder reads are asked for here, whatever
-	// they set.
-	maps.Copy(pc.RuntimeParams, outputStyles)
-	// N.B. a message above the limit is refused from its header, before its
-	// body is read: one huge row cannot take the memory.
-	pc.MaxProtocolMessageBodyLen = s.cfg.MaxMessageBytes
-	var reader *coalescingConn // the last socket dialed: the one connected
-	coalesceReads(pc, s.cfg.ReadWait, func(c *coalescingConn) { reader = c })
-	if pc.RuntimeParams["application_name"] == "" {
-		pc.RuntimeParams["application_name"] = "walrelay"
-	}
-	conn, err := pgconn.ConnectConfig(ctx, pc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect for replication: %w", err)
-	}
-	return conn, reader, nil
 }
 
 // receive reads the stream until ctx is cancelled (error) or stopCtx is

@@ -17,6 +17,7 @@ import (
 
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 )
@@ -29,7 +30,7 @@ type checkResult struct {
 }
 
 // needs names, for each check, the checks it depends on
-// (replication.Preflight's names): "outbox columns" reads the tables'
+// (pgcatalog.Preflight's names): "outbox columns" reads the tables'
 // columns and "publication" checks that it lists them, which says nothing
 // (or advises adding a table that does not exist) when a table is missing.
 var needs = map[string][]string{
@@ -77,7 +78,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	var results []checkResult
 	failed := map[string]bool{}
-	for _, ch := range replication.Preflight(ctx, rc, zap.NewNop()) {
+	for _, ch := range pgcatalog.Preflight(ctx, rc, zap.NewNop()) {
 		if hint, ok := pipeline.RefusalHint(ch.Err, rc.ConnString); ok {
 			ch.Err = fmt.Errorf("%w: %s", ch.Err, hint)
 		}
@@ -93,7 +94,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	// N.B. a slot that exists (Debezium's, or walrelay's own): what it is
 	// and that run streams from it.
 	if !failed["replication slot"] && !failed["publication"] {
-		if ch, ok := replication.Takeover(ctx, rc); ok {
+		if ch, ok := pgcatalog.Takeover(ctx, rc); ok {
 			results = append(results, checkResult{Check: ch})
 		}
 	}
@@ -212,7 +213,7 @@ func standbyFlag(url *string) func(*flag.FlagSet) {
 // standby at url keeps the slot, and how far its copy is behind.
 func checkStandby(ctx context.Context, rc replication.Config, url string) replication.Check {
 	ch := replication.Check{Name: "standby has the slot synchronized"}
-	ss, err := replication.QueryStandbySlot(ctx, url, rc.Slot)
+	ss, err := pgcatalog.QueryStandbySlot(ctx, url, rc.Slot)
 	if err != nil {
 		ch.Err = err
 		return ch
@@ -230,13 +231,13 @@ func checkStandby(ctx context.Context, rc replication.Config, url string) replic
 
 // standbyBehind is how many bytes the standby's copy of the slot is behind
 // the primary's.
-func standbyBehind(ctx context.Context, rc replication.Config, ss replication.StandbySlot) (int64, bool) {
+func standbyBehind(ctx context.Context, rc replication.Config, ss pgcatalog.StandbySlot) (int64, bool) {
 	conn, err := pgx.Connect(ctx, rc.ConnString)
 	if err != nil {
 		return 0, false
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st, err := replication.QuerySlot(ctx, conn, rc.Slot)
+	st, err := pgcatalog.QuerySlot(ctx, conn, rc.Slot)
 	if err != nil || !st.Exists {
 		return 0, false
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/marker"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -94,9 +95,9 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	stmts = append(stmts,
-		stmt{sql: replication.CreatePublicationSQL(cfg.publication, tables),
+		stmt{sql: pgcatalog.CreatePublicationSQL(cfg.publication, tables),
 			exists: `SELECT 1 FROM pg_publication WHERE pubname = $1`, existsArg: cfg.publication},
-		stmt{sql: strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, false), ";"),
+		stmt{sql: strings.TrimSuffix(pgcatalog.CreateSlotSQL(cfg.slot, false), ";"),
 			exists: `SELECT 1 FROM pg_replication_slots WHERE slot_name = $1`, existsArg: cfg.slot},
 	)
 	slotStmt := len(stmts) - 1
@@ -129,7 +130,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, s.sql+";")
 		}
 		if cfg.slotFailover.mode != replication.FailoverOff {
-			fmt.Fprintln(stdout, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+replication.CreateSlotSQL(cfg.slot, true))
+			fmt.Fprintln(stdout, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+pgcatalog.CreateSlotSQL(cfg.slot, true))
 		}
 		fmt.Fprintln(stdout, "\n"+hba("<database>"))
 		return exitOK
@@ -164,7 +165,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		return exitRuntime
 	}
 	if version >= 170000 && cfg.slotFailover.mode != replication.FailoverOff {
-		stmts[slotStmt].sql = strings.TrimSuffix(replication.CreateSlotSQL(cfg.slot, true), ";")
+		stmts[slotStmt].sql = strings.TrimSuffix(pgcatalog.CreateSlotSQL(cfg.slot, true), ";")
 	}
 	if code := setupSlotGone(ctx, c, conn, db, stderr); code >= 0 {
 		return code
@@ -286,7 +287,7 @@ func setupSlotGone(ctx context.Context, c *command, conn *pgx.Conn, db string, s
 		return -1
 	}
 	defer ms.Close()
-	sys, err := replication.SystemID(ctx, c.rc)
+	sys, err := pgcatalog.SystemID(ctx, c.rc)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay: read the system identifier, to look for the slot's marker: %v\n", err)
 		return exitRuntime

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -31,7 +32,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return connectFailed(stderr, err, rc.ConnString)
 	}
 	defer conn.Close(context.Background())
-	st, err := replication.QuerySlot(ctx, conn, rc.Slot)
+	st, err := pgcatalog.QuerySlot(ctx, conn, rc.Slot)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
@@ -78,7 +79,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 // failoverRows prints whether a failover keeps the slot: the slot's
 // failover flag, the primary's synchronized_standby_slots, and the
 // standby's copy of the slot when standbyURL names it.
-func failoverRows(ctx context.Context, row func(k, v string), rc replication.Config, st replication.SlotStatus, standbyURL string) {
+func failoverRows(ctx context.Context, row func(k, v string), rc replication.Config, st pgcatalog.SlotStatus, standbyURL string) {
 	if st.ServerVersion < 170000 {
 		row("failover", fmt.Sprintf("not possible: PostgreSQL %d has no failover slots (17+); a failover to a standby loses the slot", st.ServerVersion/10000))
 		return
@@ -87,9 +88,9 @@ func failoverRows(ctx context.Context, row func(k, v string), rc replication.Con
 	case st.Failover:
 		row("failover", "yes")
 	case st.Active:
-		row("failover", "no: run "+replication.AlterFailoverSQL(rc.Slot)+" over a replication connection when no one streams the slot (walrelay run does it before streaming)")
+		row("failover", "no: run "+pgcatalog.AlterFailoverSQL(rc.Slot)+" over a replication connection when no one streams the slot (walrelay run does it before streaming)")
 	default:
-		row("failover", "no: walrelay run makes it a failover slot before streaming ("+replication.AlterFailoverSQL(rc.Slot)+")")
+		row("failover", "no: walrelay run makes it a failover slot before streaming ("+pgcatalog.AlterFailoverSQL(rc.Slot)+")")
 	}
 	if st.StandbySlots == "" {
 		row("synchronized_standby_slots", "empty: walrelay may get ahead of the standby, and a failover then loses what it relayed and the standby never received")
@@ -99,7 +100,7 @@ func failoverRows(ctx context.Context, row func(k, v string), rc replication.Con
 	if standbyURL == "" {
 		return
 	}
-	ss, err := replication.QueryStandbySlot(ctx, standbyURL, rc.Slot)
+	ss, err := pgcatalog.QueryStandbySlot(ctx, standbyURL, rc.Slot)
 	if err != nil {
 		row("standby", err.Error())
 		return
