@@ -529,40 +529,30 @@ func (s *Stream) sendStatusReq(ss *session, reply bool) error {
 	return s.sendStatusAt(ss, 0, false, reply)
 }
 
-// sendStatusAt sends a status update confirming the watermark, or walEnd
-// when idle says the keepalive position may be confirmed.
+// sendStatusAt sends a status update confirming what reportedPositions
+// decides: the watermark, or walEnd when idle says the keepalive position
+// may be confirmed.
 func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle, reply bool) error {
-	pos := s.conf.Watermark()
-	if idle && walEnd > pos {
-		pos = walEnd
+	f := positionFacts{Watermark: s.conf.Watermark(), WALEnd: walEnd, Idle: idle, Confirmed: ss.confirmed}
+	if b, ok := s.conf.(Bounder); ok {
+		f.Bound, f.Bounded = b.Bound(), true
 	}
-	// N.B. nothing past what the publication check has covered: a row the
-	// publication left out since is absent from the stream.
-	if b, ok := s.conf.(Bounder); ok && pos > b.Bound() {
-		pos = b.Bound()
-	}
-	// N.B. never move backwards: PostgreSQL before 17 would accept a lower
-	// confirmed_flush_lsn.
-	if pos < ss.confirmed {
-		pos = ss.confirmed
-	}
-	// N.B. write, flush and apply are all set: pglogrepl copies write into
-	// a zero flush, which would confirm unacknowledged data.
+	write, flush, apply := reportedPositions(f)
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), ss.conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: pos,
-		WALFlushPosition: pos,
-		WALApplyPosition: pos,
+		WALWritePosition: write,
+		WALFlushPosition: flush,
+		WALApplyPosition: apply,
 		ClientTime:       time.Now(),
 		ReplyRequested:   reply,
 	})
 	if err != nil {
 		return fmt.Errorf("send status update: %w", err)
 	}
-	if pos != ss.confirmed && s.log.Core().Enabled(zap.DebugLevel) {
-		s.log.Debug("confirmed", zap.Stringer("lsn", pos), zap.Bool("idle", idle))
+	if flush != ss.confirmed && s.log.Core().Enabled(zap.DebugLevel) {
+		s.log.Debug("confirmed", zap.Stringer("lsn", flush), zap.Bool("idle", idle))
 	}
-	ss.confirmed = pos
-	s.confirmed.Store(uint64(pos))
+	ss.confirmed = flush
+	s.confirmed.Store(uint64(flush))
 	return nil
 }
 
