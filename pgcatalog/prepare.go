@@ -75,6 +75,8 @@ func newPrep(ctx context.Context, cfg replication.Config, log *zap.Logger, dryRu
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgresql: %w", err)
 	}
+	// The logger keeps the name it had before the control plane left
+	// package replication: log lines read as they did.
 	p := &prep{conn: conn, cfg: cfg, log: log.Named("replication"), dryRun: dryRun}
 	if err := conn.QueryRow(ctx, `SELECT current_user, current_database()`).Scan(&p.user, &p.db); err != nil {
 		conn.Close(context.WithoutCancel(ctx))

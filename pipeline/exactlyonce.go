@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -29,7 +30,7 @@ func checkpointSource(ctx context.Context, rc replication.Config) (sink.Source, 
 	// same connection; the stream checks that its own server is on that
 	// timeline (Stream.ExpectTimeline), so a failover in between cannot
 	// make the checkpoint cover the new timeline's transactions.
-	ends, err := replication.TimelineEnds(ctx, conn, id.Timeline)
+	ends, err := pgcatalog.TimelineEnds(ctx, conn, id.Timeline)
 	if err != nil {
 		return sink.Source{}, err
 	}
