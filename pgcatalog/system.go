@@ -11,6 +11,7 @@ import (
 	"github.com/walrelay/walrelay/replication"
 )
 
+// identify is the "system identifier" step: it names History's record.
 func (p *prep) identify(ctx context.Context) (string, error) {
 	sys, err := identify(ctx, p.cfg)
 	if err != nil {
