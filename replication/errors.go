@@ -34,15 +34,17 @@ func (e *slotGoneError) Is(target error) bool {
 	return target == ErrSlotGone || target == ErrSlotLost
 }
 
+// setupError is a problem a person must fix: it wraps ErrSetup.
 type setupError struct{ msg string }
 
-func (e *setupError) Error() string { return e.msg }
-
+func (e *setupError) Error() string        { return e.msg }
 func (e *setupError) Is(target error) bool { return target == ErrSetup }
 
 func setupErrorf(format string, args ...any) error {
 	return &setupError{msg: fmt.Sprintf(format, args...)}
 }
 
-// Check is the outcome of one preflight check.
+// Check is the outcome of one preflight check. pgcatalog.Preflight returns
+// preflight.Check itself; the alias is kept for cmd/walrelay's call sites
+// until they name internal/preflight.
 type Check = preflight.Check
