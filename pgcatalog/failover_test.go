@@ -65,7 +65,7 @@ func TestStandbySlotProblems(t *testing.T) {
 func TestSlotGoneIsSlotLost(t *testing.T) {
 	err := error(&slotGoneError{msg: "gone"})
 	if !errors.Is(err, replication.ErrSlotGone) || !errors.Is(err, replication.ErrSlotLost) || errors.Is(err, replication.ErrSetup) {
-		t.Errorf("slot gone error: Is(replication.ErrSlotGone)=%v Is(replication.ErrSlotLost)=%v Is(replication.ErrSetup)=%v; want true, true, false",
+		t.Errorf("slot gone error: Is(ErrSlotGone)=%v Is(ErrSlotLost)=%v Is(ErrSetup)=%v; want true, true, false",
 			errors.Is(err, replication.ErrSlotGone), errors.Is(err, replication.ErrSlotLost), errors.Is(err, replication.ErrSetup))
 	}
 }
