@@ -72,14 +72,14 @@ func RoleStatements(role, password string, rotate bool, tables []string) ([]Setu
 // PublicationStatement creates the publication of tables (none: an empty
 // publication, for the message source alone).
 func PublicationStatement(publication string, tables []string) SetupStatement {
-	return SetupStatement{SQL: replication.CreatePublicationSQL(publication, tables),
+	return SetupStatement{SQL: CreatePublicationSQL(publication, tables),
 		Exists: `SELECT 1 FROM pg_publication WHERE pubname = $1`, ExistsArg: publication}
 }
 
 // SlotStatement creates the slot, a failover slot with failover
 // (PostgreSQL 17+).
 func SlotStatement(slot string, failover bool) SetupStatement {
-	return SetupStatement{SQL: strings.TrimSuffix(replication.CreateSlotSQL(slot, failover), ";"),
+	return SetupStatement{SQL: strings.TrimSuffix(CreateSlotSQL(slot, failover), ";"),
 		Exists: `SELECT 1 FROM pg_replication_slots WHERE slot_name = $1`, ExistsArg: slot}
 }
 
@@ -135,7 +135,7 @@ func (p *SetupPlan) Script(w io.Writer, failover bool) {
 		fmt.Fprintln(w, s.SQL+";")
 	}
 	if failover {
-		fmt.Fprintln(w, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+replication.CreateSlotSQL(p.slot, true))
+		fmt.Fprintln(w, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+CreateSlotSQL(p.slot, true))
 	}
 	fmt.Fprintln(w, "\n"+HBALine(p.role, "<database>"))
 }
@@ -366,7 +366,7 @@ func (e *SlotGoneError) Error() string {
 // not exist: a *SlotGoneError when walrelay streamed from it, nil when h
 // has no record of it.
 func CheckSlotGone(ctx context.Context, rc replication.Config, db string, h replication.History) error {
-	sys, err := replication.SystemID(ctx, rc)
+	sys, err := SystemID(ctx, rc)
 	if err != nil {
 		return fmt.Errorf("read the system identifier, to look for the slot's marker: %w", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/walrelay/walrelay/replication"
 )
 
 // StatusRow is one line of `walrelay status`: a name and its value.
@@ -17,8 +15,8 @@ type StatusRow struct{ Name, Value string }
 // a failover keeps the slot and, when standbyURL is set, the standby's copy
 // of it: the rows `walrelay status` prints. When the slot does not exist,
 // the rows say so and end there.
-func (c *CommandConn) Status(ctx context.Context, slot, publication, standbyURL string) (replication.SlotStatus, []StatusRow, error) {
-	st, err := replication.QuerySlot(ctx, c.conn, slot)
+func (c *CommandConn) Status(ctx context.Context, slot, publication, standbyURL string) (SlotStatus, []StatusRow, error) {
+	st, err := QuerySlot(ctx, c.conn, slot)
 	if err != nil {
 		return st, nil, err
 	}
@@ -66,7 +64,7 @@ func (c *CommandConn) publicationTables(ctx context.Context, publication string)
 // failoverRows adds whether a failover keeps the slot: the slot's
 // failover flag, the primary's synchronized_standby_slots, and the
 // standby's copy of the slot when standbyURL names it.
-func failoverRows(ctx context.Context, row func(k, v string), slot string, st replication.SlotStatus, standbyURL string) {
+func failoverRows(ctx context.Context, row func(k, v string), slot string, st SlotStatus, standbyURL string) {
 	if st.ServerVersion < 170000 {
 		row("failover", fmt.Sprintf("not possible: PostgreSQL %d has no failover slots (17+); a failover to a standby loses the slot", st.ServerVersion/10000))
 		return
@@ -75,9 +73,9 @@ func failoverRows(ctx context.Context, row func(k, v string), slot string, st re
 	case st.Failover:
 		row("failover", "yes")
 	case st.Active:
-		row("failover", "no: run "+replication.AlterFailoverSQL(slot)+" over a replication connection when no one streams the slot (walrelay run does it before streaming)")
+		row("failover", "no: run "+AlterFailoverSQL(slot)+" over a replication connection when no one streams the slot (walrelay run does it before streaming)")
 	default:
-		row("failover", "no: walrelay run makes it a failover slot before streaming ("+replication.AlterFailoverSQL(slot)+")")
+		row("failover", "no: walrelay run makes it a failover slot before streaming ("+AlterFailoverSQL(slot)+")")
 	}
 	if st.StandbySlots == "" {
 		row("synchronized_standby_slots", "empty: walrelay may get ahead of the standby, and a failover then loses what it relayed and the standby never received")
@@ -87,7 +85,7 @@ func failoverRows(ctx context.Context, row func(k, v string), slot string, st re
 	if standbyURL == "" {
 		return
 	}
-	ss, err := replication.QueryStandbySlot(ctx, standbyURL, slot)
+	ss, err := QueryStandbySlot(ctx, standbyURL, slot)
 	if err != nil {
 		row("standby", err.Error())
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -44,7 +45,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	}
 	rc := r.rc
 	rc.History = &r.hist
-	st, err := replication.Prepare(ctx, rc, r.log)
+	st, err := pgcatalog.Prepare(ctx, rc, r.log)
 	if err != nil {
 		return onPostgres(err)
 	}
@@ -84,7 +85,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	if err != nil {
 		return err
 	}
-	roots := replication.NewRoots(r.rc)
+	roots := pgcatalog.NewPartitionRoots(r.rc)
 	defer roots.Close()
 	ver := newVerifier(r.rc)
 	stream := replication.New(r.rc, boundedConfirmer{tr, ver}, r.log)
@@ -113,7 +114,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 // to the sink, until msgs is closed (a graceful stop: it drains) or a stage
 // fails.
 func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan []replication.Message, drained chan<- struct{},
-	dec *decode.Decoder, roots *replication.Roots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
+	dec *decode.Decoder, roots *pgcatalog.PartitionRoots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
 	var ignored, other, nonTx uint64
 	for {
 		select {
@@ -168,7 +169,7 @@ func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan []replication.Messag
 
 // decodeOne decodes one message and hands the transaction part it completes,
 // if any, to the sink; last reports whether that was a transaction's end.
-func (r *Relay) decodeOne(ctx context.Context, m replication.Message, dec *decode.Decoder, roots *replication.Roots, snk *sink.Sink) (last bool, err error) {
+func (r *Relay) decodeOne(ctx context.Context, m replication.Message, dec *decode.Decoder, roots *pgcatalog.PartitionRoots, snk *sink.Sink) (last bool, err error) {
 	tx, err := dec.Decode(m.Data)
 	if err != nil {
 		return false, fmt.Errorf("decode message at %s: %w", m.WALStart, err)

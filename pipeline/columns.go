@@ -7,9 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/pgcatalog"
 )
 
 // ErrColumns is wrapped when an outbox table lacks a column the mapping or
@@ -32,11 +31,11 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 	if dc.NoTables {
 		return nil // the message source alone: no table to map
 	}
-	conn, err := pgx.Connect(ctx, connString)
+	cat, err := pgcatalog.ConnectColumns(ctx, connString)
 	if err != nil {
-		return fmt.Errorf("connect to postgresql: %w", err)
+		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer cat.Close(context.WithoutCancel(ctx))
 	want, err := MappedColumns(dc)
 	if err != nil {
 		return err
@@ -44,51 +43,24 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 	// N.B. pgoutput sends a stored generated column only from PostgreSQL
 	// 18 and only with publish_generated_columns = stored; a virtual one
 	// never. A mapped column it does not send makes every row poison.
-	var version int
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		return fmt.Errorf("read server version: %w", err)
-	}
-	genStored := false
-	if version >= 180000 {
-		err := conn.QueryRow(ctx, `SELECT pubgencols = 's' FROM pg_publication WHERE pubname = $1`, publication).Scan(&genStored)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("read publication %s: %w", publication, err)
-		}
+	version, genStored, err := cat.GeneratedColumns(ctx, publication)
+	if err != nil {
+		return err
 	}
 	var errs []error
 	for _, t := range dc.Tables {
 		schema, table, _ := decode.SplitTable(t)
-		type column struct {
-			name, typ string
-			oid       uint32
-			generated string
-			notNull   bool
-			def       string // the default's expression, "" for none
-		}
-		rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated::text, a.attnotnull,
-				CASE WHEN a.attgenerated = '' THEN coalesce(pg_get_expr(d.adbin, d.adrelid), '') ELSE '' END
-			FROM pg_attribute a
-			JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-			LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, schema, table)
+		cols, err := cat.Columns(ctx, t, schema, table)
 		if err != nil {
-			return fmt.Errorf("list columns of %s: %w", t, err)
-		}
-		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (column, error) {
-			var c column
-			err := row.Scan(&c.name, &c.oid, &c.typ, &c.generated, &c.notNull, &c.def)
-			return c, err
-		})
-		if err != nil {
-			return fmt.Errorf("list columns of %s: %w", t, err)
+			return err
 		}
 		if len(cols) == 0 {
 			continue // a missing table is reported by the setup checks
 		}
-		have := map[string]column{}
+		have := map[string]pgcatalog.Column{}
 		names := make([]string, len(cols))
 		for i, c := range cols {
-			have[c.name], names[i] = c, c.name
+			have[c.Name], names[i] = c, c.Name
 		}
 		for _, col := range sortedKeys(want) {
 			flag := want[col]
@@ -97,24 +69,24 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 				errs = append(errs, fmt.Errorf("table %s has no column %q (named by %s); its columns are %s", t, col, flag, strings.Join(names, ", ")))
 				continue
 			}
-			if err := decode.CheckColumnType(flag, c.oid); err != nil {
-				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w: name a column of one of those types or change its type with ALTER TABLE %s ALTER COLUMN %s TYPE ...", t, col, flag, c.typ, err, t, pgx.Identifier{col}.Sanitize()))
+			if err := decode.CheckColumnType(flag, c.OID); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w: name a column of one of those types or change its type with ALTER TABLE %s ALTER COLUMN %s TYPE ...", t, col, flag, c.Type, err, t, pgcatalog.QuoteIdent(col)))
 			}
-			if err := dc.CheckFormatType(flag, c.oid); err != nil {
-				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w", t, col, flag, c.typ, err))
+			if err := dc.CheckFormatType(flag, c.OID); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) has type %s: %w", t, col, flag, c.Type, err))
 			}
-			if err := dc.CheckNullable(col, flag, c.notNull); err != nil {
+			if err := dc.CheckNullable(col, flag, c.NotNull); err != nil {
 				errs = append(errs, fmt.Errorf("column %s.%s (named by %s): %w", t, col, flag, err))
 			}
-			if err := dc.CheckDefault(flag, c.def); err != nil {
-				errs = append(errs, fmt.Errorf("column %s.%s (named by %s): %w: drop it (ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT) or use another converter", t, col, flag, err, t, pgx.Identifier{col}.Sanitize()))
+			if err := dc.CheckDefault(flag, c.Default); err != nil {
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s): %w: drop it (ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT) or use another converter", t, col, flag, err, t, pgcatalog.QuoteIdent(col)))
 			}
 			switch {
-			case c.generated == "s" && version < 180000:
-				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... STORED, and pgoutput sends generated columns only from PostgreSQL 18 (server_version_num %d): name a column the application writes, or make it a plain column (ALTER TABLE %s ALTER COLUMN %s DROP EXPRESSION)", t, col, flag, version, t, pgx.Identifier{col}.Sanitize()))
-			case c.generated == "s" && !genStored:
-				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... STORED, and publication %q does not publish generated columns: run ALTER PUBLICATION %s SET (publish_generated_columns = stored), or name a column the application writes", t, col, flag, publication, pgx.Identifier{publication}.Sanitize()))
-			case c.generated == "v":
+			case c.Generated == "s" && version < 180000:
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... STORED, and pgoutput sends generated columns only from PostgreSQL 18 (server_version_num %d): name a column the application writes, or make it a plain column (ALTER TABLE %s ALTER COLUMN %s DROP EXPRESSION)", t, col, flag, version, t, pgcatalog.QuoteIdent(col)))
+			case c.Generated == "s" && !genStored:
+				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... STORED, and publication %q does not publish generated columns: run ALTER PUBLICATION %s SET (publish_generated_columns = stored), or name a column the application writes", t, col, flag, publication, pgcatalog.QuoteIdent(publication)))
+			case c.Generated == "v":
 				errs = append(errs, fmt.Errorf("column %s.%s (named by %s) is GENERATED ALWAYS ... VIRTUAL, and pgoutput never sends virtual generated columns: name a column the application writes, or make it STORED and publish it (publish_generated_columns = stored)", t, col, flag))
 			}
 		}

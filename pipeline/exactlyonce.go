@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -29,7 +30,7 @@ func checkpointSource(ctx context.Context, rc replication.Config) (kafkastate.So
 	// same connection; the stream checks that its own server is on that
 	// timeline (Stream.ExpectTimeline), so a failover in between cannot
 	// make the checkpoint cover the new timeline's transactions.
-	ends, err := replication.TimelineEnds(ctx, conn, id.Timeline)
+	ends, err := pgcatalog.TimelineEnds(ctx, conn, id.Timeline)
 	if err != nil {
 		return kafkastate.Source{}, err
 	}

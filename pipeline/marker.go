@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -89,7 +90,7 @@ func (h *history) remember(m kafkastate.Marker) {
 
 // writeMarker records that the slot of st is walrelay's, confirmed at lsn,
 // and waits for Kafka's acknowledgement.
-func (r *Relay) writeMarker(ctx context.Context, ms *kafkastate.Store, st replication.SlotState, lsn pglogrepl.LSN) error {
+func (r *Relay) writeMarker(ctx context.Context, ms *kafkastate.Store, st pgcatalog.SlotState, lsn pglogrepl.LSN) error {
 	m := kafkastate.Marker{Slot: r.rc.Slot, Database: st.Database, SystemIdentifier: st.SystemID,
 		ConfirmedLSN: lsn.String(), UpdatedAt: time.Now().UTC()}
 	if ms != nil {
@@ -105,7 +106,7 @@ func (r *Relay) writeMarker(ctx context.Context, ms *kafkastate.Store, st replic
 // position at most every markerInterval, until done is closed or ctx ends.
 // A failed refresh is logged and retried: the marker only has to exist, its
 // position serves the log after a failover.
-func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkastate.Store, st replication.SlotState, stream *replication.Stream) error {
+func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkastate.Store, st pgcatalog.SlotState, stream *replication.Stream) error {
 	last := st.ConfirmedFlush
 	tick := time.NewTicker(markerInterval)
 	defer tick.Stop()

@@ -2,11 +2,10 @@ package pipeline
 
 import (
 	"errors"
-	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -33,18 +32,9 @@ func (e *refusedError) Is(target error) bool { return target == replication.ErrS
 // walrelay has streamed, these are retried too: a password rotated on the
 // server before walrelay's secret, a role re-created, heal without a restart.
 func RefusalHint(err error, connString string) (hint string, ok bool) {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		where := where(connString)
-		switch pgErr.Code {
-		case "28P01": // invalid_password
-			return "PostgreSQL refused the password: fix the password in --pg-url (WALRELAY_PG_URL, or the file of --pg-url-file)" + where, true
-		case "28000": // invalid_authorization_specification: unknown role, or no pg_hba.conf entry
-			return "PostgreSQL refused the login (an unknown role, or no pg_hba.conf line for this host, user and database): fix the user in --pg-url (WALRELAY_PG_URL, or the file of --pg-url-file), or add the pg_hba.conf line `walrelay setup --print` shows" + where, true
-		case "3D000": // invalid_catalog_name
-			return "the database does not exist: fix the database in --pg-url (WALRELAY_PG_URL, or the file of --pg-url-file)" + where, true
-		}
-		return "", false
+	// A PostgreSQL error is classified by its SQLSTATE alone.
+	if pgcatalog.IsPostgresError(err) {
+		return pgcatalog.LoginRefusal(err, connString)
 	}
 	if errors.Is(err, kerr.SaslAuthenticationFailed) {
 		return "Kafka refused the SASL login: fix --kafka-sasl-username and the password (WALRELAY_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file), or --kafka-sasl-mechanism", true
@@ -52,28 +42,6 @@ func RefusalHint(err error, connString string) (hint string, ok bool) {
 	return "", false
 }
 
-// describeConn names where a connection string connects, without its
-// password: "host H port P, database D, user U", or "" when it does not
-// parse.
-func describeConn(connString string) string {
-	cfg, err := pgconn.ParseConfig(connString)
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf("host %s port %d, database %q, user %q", cfg.Host, cfg.Port, cfg.Database, cfg.User)
-}
-
-// where is describeConn in parentheses with a leading space, or "".
-func where(connString string) string {
-	if d := describeConn(connString); d != "" {
-		return " (" + d + ")"
-	}
-	return ""
-}
-
 // connectFailed reports whether err is a failure to open a PostgreSQL
 // connection (as opposed to one that failed after it was open).
-func connectFailed(err error) bool {
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce)
-}
+func connectFailed(err error) bool { return pgcatalog.ConnectFailed(err) }

@@ -14,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -222,7 +223,7 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 				r.log.Warn("restarting from the last confirmed position", zap.Error(err), zap.Duration("backoff", wait))
 			case connectFailed(err):
 				r.log.Warn("cannot connect to PostgreSQL, never connected yet: retrying; if it persists check --pg-url (WALRELAY_PG_URL)",
-					zap.String("connecting_to", describeConn(r.rc.ConnString)), zap.Error(err), zap.Duration("backoff", wait))
+					zap.String("connecting_to", pgcatalog.DescribeConn(r.rc.ConnString)), zap.Error(err), zap.Duration("backoff", wait))
 			default:
 				r.log.Warn("start failed, not streamed yet: retrying", zap.Error(err), zap.Duration("backoff", wait))
 			}

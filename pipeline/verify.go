@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -38,7 +37,7 @@ import (
 //     N.B. waiting for it to end instead would hold confirmation behind
 //     every long writing transaction of the cluster (a batch job, a session
 //     idle in transaction, a bulk outbox insert).
-//  4. The publication check (replication.VerifyPublication) with a fresh
+//  4. The publication check (pgcatalog.VerifyPublication) with a fresh
 //     snapshot: every ALTER PUBLICATION committed before L is visible. If it
 //     passes, positions up to L may be confirmed; if not, walrelay stops
 //     with exit 2 and nothing past the last verified L is confirmed.
@@ -57,7 +56,7 @@ type verifier struct {
 	rc       replication.Config
 	verified *atomic.Uint64 // L of the last round that passed; shared with the final round
 
-	conn   *pgx.Conn
+	conn   *pgcatalog.VerifierConn
 	round  *verifyRound
 	settle time.Duration // longest wait for the transactions of a round (step 3)
 }
@@ -124,29 +123,25 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 	}
 	if v.round == nil {
 		r := verifyRound{began: time.Now()}
-		var lsn string
-		if err := v.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
-			return false, fmt.Errorf("read wal position: %w", err)
-		}
-		if r.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
-			return false, fmt.Errorf("read wal position: %w", err)
+		if r.lsn, err = v.conn.WALInsertPosition(ctx); err != nil {
+			return false, err
 		}
 		// N.B. a statement of its own: its snapshot is taken after L.
-		if err := v.conn.QueryRow(ctx, `SELECT coalesce(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x`).Scan(&r.xip); err != nil {
-			return false, fmt.Errorf("read snapshot: %w", err)
+		if r.xip, err = v.conn.RunningXIDs(ctx); err != nil {
+			return false, err
 		}
 		v.round = &r
 	}
 	if len(v.round.xip) > 0 {
-		var open int
-		if err := v.conn.QueryRow(ctx, `SELECT count(*) FROM unnest($1::text[]) x WHERE pg_xact_status(x::xid8) = 'in progress'`, v.round.xip).Scan(&open); err != nil {
-			return false, fmt.Errorf("read transaction status: %w", err)
+		open, err := v.conn.InProgress(ctx, v.round.xip)
+		if err != nil {
+			return false, err
 		}
 		if open > 0 && time.Since(v.round.began) < v.settle {
 			return false, nil
 		}
 	}
-	if err := replication.VerifyPublication(ctx, v.conn, v.rc); err != nil {
+	if err := v.conn.VerifyPublication(ctx); err != nil {
 		if errors.Is(err, replication.ErrSetup) {
 			return false, fmt.Errorf("publication %q changed while streaming; nothing after %s is confirmed: %w", v.rc.Publication, v.Verified(), err)
 		}
@@ -168,16 +163,12 @@ func (v *verifier) step(ctx context.Context) (done bool, err error) {
 // session, or every shutdown would wait for wal_sender_timeout. No
 // transaction commits any more, and the check at the next start refuses a
 // changed publication.
-func (v *verifier) connect(ctx context.Context) (*pgx.Conn, error) {
-	c, err := pgx.Connect(ctx, v.rc.ConnString)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "57P03" {
+func (v *verifier) connect(ctx context.Context) (*pgcatalog.VerifierConn, error) {
+	c, err := pgcatalog.ConnectVerifier(ctx, v.rc)
+	if pgcatalog.ShuttingDown(err) {
 		v.verified.Store(math.MaxUint64)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("connect to postgresql: %w", err)
-	}
-	return c, nil
+	return c, err
 }
 
 // close releases the connection.

@@ -7,11 +7,11 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -27,12 +27,8 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var lastPoll time.Time
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
+	slot := pgcatalog.NewSlotReader(r.rc.ConnString, r.rc.Slot)
+	defer slot.Close()
 	var lastWarn time.Time
 	lastProgress, lastTx := time.Now(), uint64(0)
 	for {
@@ -76,31 +72,24 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 			r.log.Debug("publication check not done; retried", zap.Error(err))
 		}
 		r.kafkaOK.Store(snk.Ping(pctx) == nil)
-		if conn == nil {
-			conn, _ = pgx.Connect(pctx, r.rc.ConnString)
-		}
-		if conn != nil {
-			st, err := replication.QuerySlot(pctx, conn, r.rc.Slot)
-			if err != nil {
-				conn.Close(context.Background())
-				conn = nil
+		// A failed read (the connection, or the query) is retried at the
+		// next poll, on a new connection.
+		if st, err := slot.Read(pctx); err == nil {
+			r.metrics.SlotLagBytes.Set(float64(st.LagBytes))
+			r.metrics.SetWALStatus(st.WALStatus)
+			if st.SafeWALSize != nil {
+				r.metrics.SlotSafeWALSize.Set(float64(*st.SafeWALSize))
 			} else {
-				r.metrics.SlotLagBytes.Set(float64(st.LagBytes))
-				r.metrics.SetWALStatus(st.WALStatus)
-				if st.SafeWALSize != nil {
-					r.metrics.SlotSafeWALSize.Set(float64(*st.SafeWALSize))
-				} else {
-					r.metrics.SlotSafeWALSize.Set(math.NaN())
-				}
-				if st.WALStatus == "lost" {
-					cancel()
-					return fmt.Errorf("%w: slot %q has wal_status lost while streaming: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)", replication.ErrSlotLost, r.rc.Slot)
-				}
-				if r.lagWarnBytes > 0 && st.LagBytes > r.lagWarnBytes && time.Since(lastWarn) > time.Minute {
-					lastWarn = time.Now()
-					r.log.Warn("slot lag above --lag-warn-bytes", zap.String("slot", r.rc.Slot), zap.Int64("lag_bytes", st.LagBytes),
-						zap.String("wal_status", st.WALStatus), zap.Int64p("safe_wal_size", st.SafeWALSize))
-				}
+				r.metrics.SlotSafeWALSize.Set(math.NaN())
+			}
+			if st.WALStatus == "lost" {
+				cancel()
+				return fmt.Errorf("%w: slot %q has wal_status lost while streaming: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)", replication.ErrSlotLost, r.rc.Slot)
+			}
+			if r.lagWarnBytes > 0 && st.LagBytes > r.lagWarnBytes && time.Since(lastWarn) > time.Minute {
+				lastWarn = time.Now()
+				r.log.Warn("slot lag above --lag-warn-bytes", zap.String("slot", r.rc.Slot), zap.Int64("lag_bytes", st.LagBytes),
+					zap.String("wal_status", st.WALStatus), zap.Int64p("safe_wal_size", st.SafeWALSize))
 			}
 		}
 		cancel()

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -75,23 +73,6 @@ func (s *Stream) ExpectTimeline(tli int32) { s.timeline = tli }
 // BufferBytes bounds the bytes of messages received and not yet decoded
 // (Done); a single larger message passes alone.
 const BufferBytes = 4 << 20
-
-// Batches of messages handed downstream: at most BatchMessages messages or
-// about BatchBytes bytes (a larger message goes alone).
-//
-// N.B. one channel send, and at most one wake-up of the decoding goroutine,
-// per batch instead of per message: in a backlog of single-row
-// transactions (four messages each) the per-message hand-off was a
-// goroutine wake-up (futex) per message, the largest share of walrelay's
-// CPU. A batch is handed on as soon as the connection has no further
-// message buffered, so a live stream waits for nothing.
-const (
-	BatchMessages = 512
-	BatchBytes    = 256 << 10
-)
-
-// slabBytes is the size of the buffers messages are copied into.
-const slabBytes = 64 << 10
 
 // Streamed reports whether the stream ever held the slot.
 func (s *Stream) Streamed() bool { return s.streamed.Load() }
@@ -184,7 +165,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 			return fmt.Errorf("%w: %s", ErrSlotInUse, pgErr.Message)
 		}
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object
-			// N.B. Prepare found or created the slot just before, and the
+			// N.B. pgcatalog.Prepare found or created the slot just before, and the
 			// pipeline recorded it: it was dropped since, and is gone.
 			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: start replication: %s: slot %q was dropped after walrelay prepared it; walrelay does not create it again (see the README's \"Failover\"); start once with --recreate-missing-slot to create it and accept the gap", pgErr.Message, s.cfg.Slot)}
 		}
@@ -194,7 +175,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	// the first position this session may confirm: never zero, never the
 	// server's current WAL position. It is read again now that this session
 	// holds the slot: the previous holder's final status update may have
-	// moved it after Prepare read it, the server streams from its own
+	// moved it after pgcatalog.Prepare read it, the server streams from its own
 	// position, and confirming the older one would move the slot back on a
 	// server without the guard against a lower flush (17 and the latest
 	// minor releases of older versions have it).
@@ -264,70 +245,6 @@ wait:
 		s.log.Warn("final status update", zap.Error(err))
 	}
 	return nil
-}
-
-// heldPosition reads the slot's confirmed_flush_lsn through a normal
-// connection, from the row that names pid, this stream's walsender, as the
-// slot's holder: nobody else can move it any more.
-func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, s.cfg.ConnString)
-	if err != nil {
-		return 0, fmt.Errorf("read held slot position: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var confirmed *string
-	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2`,
-		s.cfg.Slot, int64(pid)).Scan(&confirmed)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("read held slot position: pg_replication_slots shows slot %q not held by this stream's walsender (pid %d)", s.cfg.Slot, pid)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read held slot position: %w", err)
-	}
-	if confirmed == nil {
-		return 0, fmt.Errorf("read held slot position: slot %q has no confirmed_flush_lsn", s.cfg.Slot)
-	}
-	lsn, err := pglogrepl.ParseLSN(*confirmed)
-	if err != nil {
-		return 0, fmt.Errorf("read held slot position: %w", err)
-	}
-	return lsn, nil
-}
-
-// outputStyles are the settings of the replication session that decide how
-// values are printed: the decoder reads timestamps in ISO DateStyle and
-// bytea in hex (another bytea_output made every bytea event poison), and
-// header values are passed on in PostgreSQL's default styles.
-var outputStyles = map[string]string{
-	"DateStyle":     "ISO, MDY",
-	"IntervalStyle": "postgres",
-	"bytea_output":  "hex",
-}
-
-func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, error) {
-	pc, err := pgconn.ParseConfig(s.cfg.ConnString)
-	if err != nil {
-		return nil, nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
-	}
-	pc.RuntimeParams["replication"] = "database"
-	// N.B. pgoutput sends each value as the walsender's session prints it,
-	// and a role's or database's settings (ALTER ... SET) reach that
-	// session: the styles the decoder reads are asked for here, whatever
-	// they set.
-	maps.Copy(pc.RuntimeParams, outputStyles)
-	// N.B. a message above the limit is refused from its header, before its
-	// body is read: one huge row cannot take the memory.
-	pc.MaxProtocolMessageBodyLen = s.cfg.MaxMessageBytes
-	var reader *coalescingConn // the last socket dialed: the one connected
-	coalesceReads(pc, s.cfg.ReadWait, func(c *coalescingConn) { reader = c })
-	if pc.RuntimeParams["application_name"] == "" {
-		pc.RuntimeParams["application_name"] = "walrelay"
-	}
-	conn, err := pgconn.ConnectConfig(ctx, pc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect for replication: %w", err)
-	}
-	return conn, reader, nil
 }
 
 // receive reads the stream until ctx is cancelled (error) or stopCtx is
@@ -479,177 +396,4 @@ func (s *Stream) keepalive(ss *session, data []byte, nextStatus *time.Time) erro
 		*nextStatus = time.Now().Add(s.cfg.StatusInterval)
 	}
 	return nil
-}
-
-// xlogData adds one message's WAL data to the batch going downstream and
-// follows its transaction boundaries.
-func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- []Message, data []byte, timer *time.Timer, nextStatus *time.Time) error {
-	xld, err := pglogrepl.ParseXLogData(data)
-	if err != nil {
-		return fmt.Errorf("parse xlogdata: %w", err)
-	}
-	if len(xld.WALData) == 0 {
-		return nil
-	}
-	// pgconn reuses its buffer: copy what goes downstream.
-	//
-	// N.B. into a slab shared by consecutive messages, one allocation per
-	// slabBytes instead of one per message; a slab is never written again
-	// once a message in it went downstream (the garbage collector frees it
-	// with the last message that points into it).
-	n := len(xld.WALData)
-	if cap(ss.slab)-len(ss.slab) < n {
-		ss.slab = make([]byte, 0, max(slabBytes, n))
-	}
-	wal := ss.slab[len(ss.slab) : len(ss.slab)+n : len(ss.slab)+n]
-	ss.slab = ss.slab[:len(ss.slab)+n]
-	copy(wal, xld.WALData)
-	// N.B. a Begin or Commit out of protocol order, or a malformed one,
-	// ends the session: the keepalive decision must not rest on it. It is
-	// observed when batched: a commit in the batch counts as handed on,
-	// and as unacknowledged, so an idle keepalive cannot confirm past it.
-	if err := ss.tx.Observe(wal); err != nil {
-		return fmt.Errorf("receive at %s: %w", xld.WALStart, err)
-	}
-	s.received.Store(uint64(xld.WALStart))
-	ss.received = xld.WALStart
-	if ss.reader != nil {
-		ss.reader.Count(time.Now())
-	}
-	if ss.batch == nil {
-		ss.batch = make([]Message, 0, 64)
-	}
-	ss.batch = append(ss.batch, Message{WALStart: xld.WALStart, Data: wal})
-	ss.batchBytes += int64(len(wal))
-	if len(ss.batch) >= BatchMessages || ss.batchBytes >= BatchBytes {
-		return s.flush(ctx, ss, out, timer, nextStatus)
-	}
-	return nil
-}
-
-// buffered reports whether a message may be read without waiting for the
-// socket: bytes wait in pgconn's buffer or in the socket reader's.
-func (ss *session) buffered() bool {
-	return ss.conn.Frontend().ReadBufferLen() > 0 || (ss.reader != nil && ss.reader.Buffered() > 0)
-}
-
-// flush hands the batch downstream, if there is one.
-func (s *Stream) flush(ctx context.Context, ss *session, out chan<- []Message, timer *time.Timer, nextStatus *time.Time) error {
-	if len(ss.batch) == 0 {
-		return nil
-	}
-	// N.B. the consumer owns a batch once it is sent: a new one is started.
-	b, n := ss.batch, ss.batchBytes
-	ss.batch, ss.batchBytes = make([]Message, 0, cap(b)), 0
-	return s.hand(ctx, ss, out, b, n, timer, nextStatus)
-}
-
-// hand sends batch m (of n bytes) downstream once it fits in the buffer
-// (BufferBytes, and the channel's capacity). While it waits it keeps sending
-// status updates, so a slow Kafka never lets wal_sender_timeout expire.
-func (s *Stream) hand(ctx context.Context, ss *session, out chan<- []Message, m []Message, n int64, timer *time.Timer, nextStatus *time.Time) error {
-	fits := s.buf.TryAcquire(n)
-	if fits {
-		select {
-		case out <- m:
-			return nil
-		default:
-		}
-	}
-	for {
-		// N.B. a nil channel disables its case: first wait for room in
-		// the buffer, then for the channel.
-		var send chan<- []Message
-		var room <-chan struct{}
-		if fits {
-			send = out
-		} else {
-			room = s.buf.Wake()
-		}
-		timer.Reset(time.Until(*nextStatus))
-		select {
-		case send <- m:
-			ss.waited = true
-			return nil
-		case <-room:
-			fits = s.buf.TryAcquire(n)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			s.beat.Store(time.Now().UnixNano())
-			if err := s.sendStatus(ss); err != nil {
-				return err
-			}
-			*nextStatus = time.Now().Add(s.cfg.StatusInterval)
-		}
-	}
-}
-
-func (s *Stream) sendStatus(ss *session) error {
-	return s.sendStatusAt(ss, 0, false, false)
-}
-
-// sendStatusReq sends a status update, asking the server to reply when
-// reply is set.
-func (s *Stream) sendStatusReq(ss *session, reply bool) error {
-	return s.sendStatusAt(ss, 0, false, reply)
-}
-
-// sendStatusAt sends a status update confirming the watermark, or walEnd
-// when idle says the keepalive position may be confirmed.
-func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle, reply bool) error {
-	pos := s.conf.Watermark()
-	if idle && walEnd > pos {
-		pos = walEnd
-	}
-	// N.B. nothing past what the publication check has covered: a row the
-	// publication left out since is absent from the stream.
-	if b, ok := s.conf.(Bounder); ok && pos > b.Bound() {
-		pos = b.Bound()
-	}
-	// N.B. never move backwards: PostgreSQL before 17 would accept a lower
-	// confirmed_flush_lsn.
-	if pos < ss.confirmed {
-		pos = ss.confirmed
-	}
-	// N.B. write, flush and apply are all set: pglogrepl copies write into
-	// a zero flush, which would confirm unacknowledged data.
-	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), ss.conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: pos,
-		WALFlushPosition: pos,
-		WALApplyPosition: pos,
-		ClientTime:       time.Now(),
-		ReplyRequested:   reply,
-	})
-	if err != nil {
-		return fmt.Errorf("send status update: %w", err)
-	}
-	if pos != ss.confirmed && s.log.Core().Enabled(zap.DebugLevel) {
-		s.log.Debug("confirmed", zap.Stringer("lsn", pos), zap.Bool("idle", idle))
-	}
-	ss.confirmed = pos
-	s.confirmed.Store(uint64(pos))
-	return nil
-}
-
-// finalStatus sends the last status update. With graceful, it also ends the
-// copy stream so that the server has read the update before the connection
-// closes.
-func (s *Stream) finalStatus(ss *session, graceful bool) error {
-	if ss.conn.IsClosed() {
-		return nil
-	}
-	ss.netConn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	err := s.sendStatus(ss)
-	if err == nil && graceful {
-		ss.netConn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, err = pglogrepl.SendStandbyCopyDone(context.Background(), ss.conn)
-		if err != nil {
-			err = fmt.Errorf("end replication stream: %w", err)
-		}
-	}
-	if graceful && err == nil {
-		s.log.Info("stopped", zap.String("slot", s.cfg.Slot), zap.Stringer("lsn", ss.confirmed))
-	}
-	return err
 }

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"go.uber.org/zap"
 )
 
 // HostTLS is how a connection string reaches one of its hosts: the
@@ -167,40 +165,4 @@ func LiveTLS(conn *pgconn.PgConn) (bool, string) {
 		return true, tls.VersionName(tc.ConnectionState().Version)
 	}
 	return false, ""
-}
-
-// tls is the "PostgreSQL TLS" step: the effective sslmode of each host,
-// whether the SQL connection and a replication connection actually run
-// over TLS, and a warning for a host that is exposed (Validate refused it
-// already under RequireVerifiedTLS).
-func (p *prep) tls(ctx context.Context) (string, error) {
-	hosts, warnings, err := TLSPolicy("--pg-url", p.cfg.ConnString, p.cfg.RequireVerifiedTLS)
-	if err != nil {
-		return "", err
-	}
-	live := func(c *pgconn.PgConn) string {
-		if ok, v := LiveTLS(c); ok {
-			return v
-		}
-		return "no TLS"
-	}
-	sqlTLS := live(p.conn.PgConn())
-	// N.B. a replication connection of its own, closed at once: the one
-	// that streams is opened later (its "streaming" line says whether it
-	// uses TLS); a role without REPLICATION is the next step's failure.
-	replTLS := "not opened"
-	if rc, err := ConnectReplication(ctx, p.cfg); err == nil {
-		replTLS = live(rc)
-		rc.Close(context.WithoutCancel(ctx))
-	}
-	note := fmt.Sprintf("%s; SQL connection: %s, replication connection: %s", DescribeTLS(hosts), sqlTLS, replTLS)
-	if !p.dryRun {
-		p.log.Info("postgresql tls", zap.String("hosts", DescribeTLS(hosts)), zap.String("sql_connection", sqlTLS), zap.String("replication_connection", replTLS))
-		for _, w := range warnings {
-			// N.B. loud: at every start, at warn level, until it is fixed.
-			p.log.Warn("postgresql connection not verified: "+w, zap.String("sslmode", hosts[0].Mode))
-		}
-	}
-	p.warnings = append(p.warnings, warnings...)
-	return note, nil
 }

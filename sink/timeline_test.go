@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/kafkastate"
-	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/pgcatalog"
 )
 
 // TestSkipBound: what a checkpoint (end LSN, timeline) covers on a server
@@ -48,7 +48,7 @@ func TestSkipBound(t *testing.T) {
 		{name: "checkpoint of a later timeline on a server of timeline 1", tli: 1, cp: "0/3500000", cpTLI: 2, want: "0/0", cov: notShared},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ends, err := replication.ParseTimelineHistory(c.tli, []byte(c.history))
+			ends, err := pgcatalog.ParseTimelineHistory(c.tli, []byte(c.history))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	s1.Close()
 
 	switchpoint := start + 0x200
-	ends, err := replication.ParseTimelineHistory(2, []byte("1\t"+switchpoint.String()+"\tno recovery target specified\n"))
+	ends, err := pgcatalog.ParseTimelineHistory(2, []byte("1\t"+switchpoint.String()+"\tno recovery target specified\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/preflight"
 	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -22,12 +24,12 @@ import (
 // checkResult is one line of `walrelay check`: a check's outcome, or why it
 // was skipped.
 type checkResult struct {
-	replication.Check
+	preflight.Check
 	skipped string // the failed check this one depends on
 }
 
 // needs names, for each check, the checks it depends on
-// (replication.Preflight's names): "outbox columns" reads the tables'
+// (pgcatalog.Preflight's names): "outbox columns" reads the tables'
 // columns and "publication" checks that it lists them, which says nothing
 // (or advises adding a table that does not exist) when a table is missing.
 var needs = map[string][]string{
@@ -75,13 +77,13 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	var results []checkResult
 	failed := map[string]bool{}
-	for _, ch := range replication.Preflight(ctx, rc, zap.NewNop()) {
+	for _, ch := range pgcatalog.Preflight(ctx, rc, zap.NewNop()) {
 		if hint, ok := pipeline.RefusalHint(ch.Err, rc.ConnString); ok {
 			ch.Err = fmt.Errorf("%w: %s", ch.Err, hint)
 		}
 		r := checkResult{Check: ch, skipped: skippedFor(ch.Name, failed)}
 		if r.skipped != "" {
-			r.Check = replication.Check{Name: ch.Name}
+			r.Check = preflight.Check{Name: ch.Name}
 		}
 		results = append(results, r)
 		if ch.Err != nil || r.skipped != "" {
@@ -91,11 +93,11 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	// N.B. a slot that exists (Debezium's, or walrelay's own): what it is
 	// and that run streams from it.
 	if !failed["replication slot"] && !failed["publication"] {
-		if ch, ok := replication.Takeover(ctx, rc); ok {
+		if ch, ok := pgcatalog.Takeover(ctx, rc); ok {
 			results = append(results, checkResult{Check: ch})
 		}
 	}
-	columns := checkResult{Check: replication.Check{Name: "outbox columns"}, skipped: skippedFor("outbox columns", failed)}
+	columns := checkResult{Check: preflight.Check{Name: "outbox columns"}, skipped: skippedFor("outbox columns", failed)}
 	if columns.skipped == "" {
 		columns.Err = pipeline.CheckColumns(ctx, rc.ConnString, rc.Publication, dc)
 		columns.Note = "every mapped and template column exists, has a type its flag takes and is sent by pgoutput"
@@ -170,9 +172,9 @@ func standbyFlag(url *string) func(*flag.FlagSet) {
 
 // checkStandby is the "standby slot" check: whether a promotion of the
 // standby at url keeps the slot, and how far its copy is behind.
-func checkStandby(ctx context.Context, rc replication.Config, url string) replication.Check {
-	ch := replication.Check{Name: "standby has the slot synchronized"}
-	ss, err := replication.QueryStandbySlot(ctx, url, rc.Slot)
+func checkStandby(ctx context.Context, rc replication.Config, url string) preflight.Check {
+	ch := preflight.Check{Name: "standby has the slot synchronized"}
+	ss, err := pgcatalog.QueryStandbySlot(ctx, url, rc.Slot)
 	if err != nil {
 		ch.Err = err
 		return ch
@@ -190,13 +192,13 @@ func checkStandby(ctx context.Context, rc replication.Config, url string) replic
 
 // standbyBehind is how many bytes the standby's copy of the slot is behind
 // the primary's.
-func standbyBehind(ctx context.Context, rc replication.Config, ss replication.StandbySlot) (int64, bool) {
+func standbyBehind(ctx context.Context, rc replication.Config, ss pgcatalog.StandbySlot) (int64, bool) {
 	conn, err := pgx.Connect(ctx, rc.ConnString)
 	if err != nil {
 		return 0, false
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st, err := replication.QuerySlot(ctx, conn, rc.Slot)
+	st, err := pgcatalog.QuerySlot(ctx, conn, rc.Slot)
 	if err != nil || !st.Exists {
 		return 0, false
 	}
@@ -228,8 +230,8 @@ func pgTLSWarnings(c *command, standbyURL string, stderr io.Writer) bool {
 
 // checkMessages is the "message source" check: what the message source
 // relays, and whether walrelay.emit (walrelay setup) exists.
-func checkMessages(ctx context.Context, rc replication.Config, dc decode.Config) replication.Check {
-	ch := replication.Check{Name: "message source"}
+func checkMessages(ctx context.Context, rc replication.Config, dc decode.Config) preflight.Check {
+	ch := preflight.Check{Name: "message source"}
 	conn, err := pgx.Connect(ctx, rc.ConnString)
 	if err != nil {
 		ch.Err = fmt.Errorf("connect to postgresql: %w", err)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -85,7 +85,7 @@ func TestInitSQLCreatesTheTestsOutbox(t *testing.T) {
 		t.Errorf("publication %s: %s, want %s", pub, got, want)
 	}
 	// The publication walrelay run --create makes, in the tests' database.
-	b.Exec(t, e2e, replication.CreatePublicationSQL(pub, []string{"public.outbox"}))
+	b.Exec(t, e2e, pgcatalog.CreatePublicationSQL(pub, []string{"public.outbox"}))
 	if created := publication(t, b, e2e, pub); got != created {
 		t.Errorf("init.sql's publication %s differs from the one walrelay creates:\n  init.sql: %s\n  walrelay: %s", pub, got, created)
 	}

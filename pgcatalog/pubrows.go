@@ -1,4 +1,4 @@
-package replication
+package pgcatalog
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 // Row filters and column lists (PostgreSQL 15+). A publication may publish
@@ -43,7 +45,7 @@ func (r pubRel) sql() string {
 	if r.columns != nil {
 		quoted := make([]string, len(r.columns))
 		for i, c := range r.columns {
-			quoted[i] = pgx.Identifier{c}.Sanitize()
+			quoted[i] = quoteIdent(c)
 		}
 		b.WriteString(" (" + strings.Join(quoted, ", ") + ")")
 	}
@@ -56,7 +58,7 @@ func (r pubRel) sql() string {
 
 // checkRowsAndColumns refuses a publication whose row filter or column list
 // would relay part of an outbox (see above). It needs PostgreSQL 15+.
-func checkRowsAndColumns(ctx context.Context, conn *pgx.Conn, cfg Config, pubOID uint32) error {
+func checkRowsAndColumns(ctx context.Context, conn *pgx.Conn, cfg replication.Config, pubOID uint32) error {
 	rows, err := conn.Query(ctx, `SELECT n.nspname, c.relname,
 			c.relkind = 'r' AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid),
 			CASE WHEN pr.prattrs IS NOT NULL THEN ARRAY(
@@ -135,7 +137,7 @@ func checkRowsAndColumns(ctx context.Context, conn *pgx.Conn, cfg Config, pubOID
 	if len(schemas) > 0 {
 		quoted := make([]string, len(schemas))
 		for i, s := range schemas {
-			quoted[i] = pgx.Identifier{s}.Sanitize()
+			quoted[i] = quoteIdent(s)
 		}
 		// N.B. SET replaces every table and schema of the publication:
 		// the schemas it publishes are named again.
@@ -149,14 +151,14 @@ func checkRowsAndColumns(ctx context.Context, conn *pgx.Conn, cfg Config, pubOID
 		after = append(after, "rows committed before the fix still lack the columns and are poison events")
 	}
 	return setupErrorf("%s: run ALTER PUBLICATION %s %s; (PostgreSQL decodes each row under the publication as it was when the row was committed: %s)",
-		strings.Join(problems, "; "), pgx.Identifier{cfg.Publication}.Sanitize(), fix, strings.Join(after, "; "))
+		strings.Join(problems, "; "), quoteIdent(cfg.Publication), fix, strings.Join(after, "; "))
 }
 
 // VerifyPublication runs Prepare's publication check again on conn, never
 // creating anything: an error wrapping ErrSetup says the publication no
 // longer publishes every outbox row (a row filter added, the outbox dropped
 // from it, publish_via_partition_root off, a column list narrowed).
-func VerifyPublication(ctx context.Context, conn *pgx.Conn, cfg Config) error {
+func VerifyPublication(ctx context.Context, conn *pgx.Conn, cfg replication.Config) error {
 	cfg = cfg.WithDefaults()
 	cfg.Create = false
 	_, err := preparePublication(ctx, conn, cfg, zap.NewNop(), true)

@@ -1,4 +1,4 @@
-package replication
+package pgcatalog
 
 import (
 	"maps"

@@ -1,4 +1,4 @@
-package replication
+package pgcatalog
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/preflight"
+	"github.com/walrelay/walrelay/replication"
 )
 
 // Takeover describes an existing slot and its publication for `walrelay
@@ -17,7 +20,7 @@ import (
 // tables only, inserts only.
 //
 // N.B. read-only: the same catalog rows Prepare reads, nothing created.
-func Takeover(ctx context.Context, cfg Config) (ch Check, ok bool) {
+func Takeover(ctx context.Context, cfg replication.Config) (ch preflight.Check, ok bool) {
 	cfg = cfg.WithDefaults()
 	ch.Name = "slot takeover"
 	conn, err := pgx.Connect(ctx, cfg.ConnString)

@@ -1,31 +1,33 @@
-package replication
+package pgcatalog
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 func TestFailoverModeWant(t *testing.T) {
 	for _, tc := range []struct {
-		mode    FailoverMode
+		mode    replication.FailoverMode
 		version int
 		want    bool
 		setup   bool
 	}{
-		{FailoverAuto, 160004, false, false},
-		{FailoverAuto, 170000, true, false},
-		{FailoverAuto, 180004, true, false},
-		{FailoverOn, 150018, false, true},
-		{FailoverOn, 170010, true, false},
-		{FailoverOff, 170010, false, false},
-		{FailoverOff, 140000, false, false},
+		{replication.FailoverAuto, 160004, false, false},
+		{replication.FailoverAuto, 170000, true, false},
+		{replication.FailoverAuto, 180004, true, false},
+		{replication.FailoverOn, 150018, false, true},
+		{replication.FailoverOn, 170010, true, false},
+		{replication.FailoverOff, 170010, false, false},
+		{replication.FailoverOff, 140000, false, false},
 	} {
 		t.Run(fmt.Sprintf("%q/%d", tc.mode, tc.version), func(t *testing.T) {
-			got, err := tc.mode.want(tc.version)
-			if got != tc.want || errors.Is(err, ErrSetup) != tc.setup {
-				t.Errorf("%q.want(%d) = %v, %v; want %v, setup error %v", tc.mode, tc.version, got, err, tc.want, tc.setup)
+			got, err := failoverWanted(tc.mode, tc.version)
+			if got != tc.want || errors.Is(err, replication.ErrSetup) != tc.setup {
+				t.Errorf("failoverWanted(%q, %d) = %v, %v; want %v, setup error %v", tc.mode, tc.version, got, err, tc.want, tc.setup)
 			}
 		})
 	}
@@ -62,8 +64,8 @@ func TestStandbySlotProblems(t *testing.T) {
 
 func TestSlotGoneIsSlotLost(t *testing.T) {
 	err := error(&slotGoneError{msg: "gone"})
-	if !errors.Is(err, ErrSlotGone) || !errors.Is(err, ErrSlotLost) || errors.Is(err, ErrSetup) {
+	if !errors.Is(err, replication.ErrSlotGone) || !errors.Is(err, replication.ErrSlotLost) || errors.Is(err, replication.ErrSetup) {
 		t.Errorf("slot gone error: Is(ErrSlotGone)=%v Is(ErrSlotLost)=%v Is(ErrSetup)=%v; want true, true, false",
-			errors.Is(err, ErrSlotGone), errors.Is(err, ErrSlotLost), errors.Is(err, ErrSetup))
+			errors.Is(err, replication.ErrSlotGone), errors.Is(err, replication.ErrSlotLost), errors.Is(err, replication.ErrSetup))
 	}
 }

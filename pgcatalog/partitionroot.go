@@ -1,31 +1,35 @@
-package replication
+package pgcatalog
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
-// Roots tells which partition tree a relation of the stream belongs to,
-// over a normal connection of its own, opened at first use. It serves the
-// decoder's Unresolved relations: a Relation message of a table that is not
-// an outbox may be an outbox's partition (see decode's partition.go). Use it
-// from one goroutine.
-type Roots struct {
+// PartitionRoots tells which PostgreSQL partition tree a relation of the
+// stream belongs to (its partition root), over a normal connection of its
+// own, opened at first use. It serves the decoder's Unresolved relations: a
+// Relation message of a table that is not an outbox may be a partition of
+// an outbox (see decode's partition.go). Use it from one goroutine.
+type PartitionRoots struct {
 	connString string
 	conn       *pgx.Conn
 }
 
-// NewRoots returns a Roots for cfg's server; Close it.
-func NewRoots(cfg Config) *Roots { return &Roots{connString: cfg.ConnString} }
+// NewPartitionRoots returns a PartitionRoots for cfg's server; Close it.
+func NewPartitionRoots(cfg replication.Config) *PartitionRoots {
+	return &PartitionRoots{connString: cfg.ConnString}
+}
 
 // Root returns the schema-qualified root of relation oid's partition tree
 // ("" when it is not in one), and whether the relation still exists.
 //
 // N.B. the catalog read is today's, not the one the WAL was written
 // under: a partition dropped since is reported as not existing.
-func (r *Roots) Root(ctx context.Context, oid uint32) (root string, exists bool, err error) {
+func (r *PartitionRoots) Root(ctx context.Context, oid uint32) (root string, exists bool, err error) {
 	if r.conn == nil {
 		conn, err := pgx.Connect(ctx, r.connString)
 		if err != nil {
@@ -46,7 +50,7 @@ func (r *Roots) Root(ctx context.Context, oid uint32) (root string, exists bool,
 }
 
 // Close closes the connection, if open.
-func (r *Roots) Close() {
+func (r *PartitionRoots) Close() {
 	if r.conn != nil {
 		r.conn.Close(context.Background())
 		r.conn = nil

@@ -1,9 +1,11 @@
-package replication
+package pgcatalog
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 func TestCheckServerVersion(t *testing.T) {
@@ -29,8 +31,8 @@ func TestCheckServerVersion(t *testing.T) {
 				t.Fatalf("refused = %v (%v), want %v", refused, err, c.refused)
 			}
 			if err != nil {
-				if !errors.Is(err, ErrSetup) {
-					t.Errorf("error %v does not wrap ErrSetup (exit 2)", err)
+				if !errors.Is(err, replication.ErrSetup) {
+					t.Errorf("error %v does not wrap replication.ErrSetup (exit 2)", err)
 				}
 				if !strings.Contains(err.Error(), "PostgreSQL "+c.version+" is not supported") || !strings.Contains(err.Error(), "upgrade the server") {
 					t.Errorf("error %q does not name the version and the fix", err)
@@ -57,8 +59,8 @@ func TestCheckMessagesVersion(t *testing.T) {
 		if (err != nil) != c.refused {
 			t.Errorf("%s: refused = %v (%v), want %v", c.version, err != nil, err, c.refused)
 		}
-		if err != nil && (!errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "--source messages needs pgoutput's messages option, PostgreSQL 14 or later")) {
-			t.Errorf("%s: error %q does not wrap ErrSetup or name the fix", c.version, err)
+		if err != nil && (!errors.Is(err, replication.ErrSetup) || !strings.Contains(err.Error(), "--source messages needs pgoutput's messages option, PostgreSQL 14 or later")) {
+			t.Errorf("%s: error %q does not wrap replication.ErrSetup or name the fix", c.version, err)
 		}
 	}
 }

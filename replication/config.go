@@ -1,0 +1,228 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/pgoutput"
+)
+
+// Config names the slot and publication to stream. Zero values mean the
+// defaults named.
+type Config struct {
+	// ConnString is the PostgreSQL connection string (URL or key=value); the
+	// replication connection is derived from it.
+	ConnString string
+	// Slot is the logical replication slot (pgoutput). Default "walrelay".
+	Slot string
+	// Publication is the publication streamed. Default "walrelay".
+	Publication string
+	// Tables are the outbox tables the publication must contain, schema
+	// qualified. Default public.outbox.
+	Tables []string
+	// Columns are the outbox columns walrelay maps (id, key, payload,
+	// header and topic template columns): a publication's column list must
+	// keep each. Default none.
+	Columns []string
+	// Create creates a missing publication and slot. Without it their
+	// absence is an error.
+	Create bool
+	// StatusInterval is the longest time between two status updates.
+	// Default 10s; it must stay well below the server's wal_sender_timeout.
+	StatusInterval time.Duration
+	// ShutdownTimeout bounds a graceful stop. Default 30s.
+	ShutdownTimeout time.Duration
+	// RecreateLostSlot drops and re-creates a slot whose WAL was removed
+	// (wal_status lost). Events written while it was behind are lost; without
+	// it such a slot is an error (ErrSlotLost).
+	RecreateLostSlot bool
+	// MaxMessageBytes is the largest replication protocol message accepted:
+	// each carries one row of an outbox table with all its columns (or one
+	// table's description). A larger one stops the stream with an error
+	// wrapping ErrSetup instead of being read into memory. Default
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// ReadWait is how long the stream waits before reading again after a
+	// read that emptied the socket, so that a draining backlog arrives in
+	// large reads (see coalescingConn). Zero reads at once.
+	ReadWait time.Duration
+	// SlotFailover says whether the slot is a failover slot. Default
+	// FailoverAuto: one on PostgreSQL 17 and newer.
+	SlotFailover FailoverMode
+	// History remembers the slots walrelay streamed from: a missing slot
+	// it has a record of is never created again (ErrSlotGone) unless
+	// RecreateMissingSlot. Default nil: every missing slot is new.
+	History History
+	// RecreateMissingSlot creates a slot History has a record of. Events
+	// committed since the recorded position are lost; it is logged.
+	RecreateMissingSlot bool
+	// RequireVerifiedTLS refuses (Validate) a connection string that
+	// reaches a host other than loopback below sslmode=verify-full; without
+	// it such a host is warned about. Default false: the zero Config of
+	// the tests; walrelay's --pg-require-verified-tls is on by default.
+	RequireVerifiedTLS bool
+	// Messages requests the logical decoding messages (pgoutput's
+	// messages option, PostgreSQL 14+): the message source. Default false.
+	Messages bool
+	// NoTables: the message source alone. No outbox table need exist or
+	// be published; the publication must exist all the same (pgoutput
+	// requires one), and is created empty. Tables is ignored. Default
+	// false.
+	NoTables bool
+}
+
+// DefaultMaxMessageBytes is MaxMessageBytes' default, 64 MiB: 64 times the
+// largest record Kafka accepts by default, so only a row that is mostly
+// unmapped columns reaches it; receiving one costs about twice its size in
+// memory (the connection's read buffer and walrelay's copy).
+const DefaultMaxMessageBytes = 64 << 20
+
+// MinMaxMessageBytes and MaxMaxMessageBytes bound MaxMessageBytes: a table
+// description of many columns needs tens of KiB, and PostgreSQL sends no
+// message above 1 GiB.
+const (
+	MinMaxMessageBytes = 64 << 10
+	MaxMaxMessageBytes = 1 << 30
+)
+
+var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidateName refuses a slot or publication name (what names it, e.g.
+// "slot") that is not 1-63 lower-case letters, digits and underscores, not
+// starting with a digit: a slot takes no other name, and a publication's
+// name is written unquoted into publication_names and SQL.
+func ValidateName(what, name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%s %q: use 1-63 lower-case letters, digits and underscores, not starting with a digit", what, name)
+	}
+	return nil
+}
+
+// ValidateTableName refuses an outbox table name PostgreSQL would not take
+// as it is: an empty, over-long (PostgreSQL truncates names to 63 bytes, and
+// the Relation messages would then name another table) or control-character
+// part. Each part is otherwise any name, quoted wherever walrelay writes it.
+func ValidateTableName(t string) error {
+	s, n, err := pgoutput.SplitTable(t)
+	if err != nil {
+		return err
+	}
+	for _, part := range []string{s, n} {
+		bad := len(part) > 63 || !utf8.ValidString(part) || strings.ContainsFunc(part, unicode.IsControl)
+		if bad {
+			return fmt.Errorf("table %q: each of schema and table is 1-63 bytes of UTF-8 without control characters, as the catalog spells it (case matters, no quotes)", t)
+		}
+	}
+	return nil
+}
+
+// WithDefaults returns c with every zero field set to its default: the
+// values the stages use.
+func (c Config) WithDefaults() Config {
+	if c.Slot == "" {
+		c.Slot = "walrelay"
+	}
+	if c.Publication == "" {
+		c.Publication = "walrelay"
+	}
+	if len(c.Tables) == 0 {
+		c.Tables = []string{"public.outbox"}
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = 10 * time.Second
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	if c.ConnString == "" {
+		errs = append(errs, errors.New("no PostgreSQL connection string: set --pg-url or WALRELAY_PG_URL"))
+	} else if _, err := pgconn.ParseConfig(c.ConnString); err != nil {
+		errs = append(errs, fmt.Errorf("PostgreSQL connection string: %s", redactErr(err)))
+	} else if _, _, err := TLSPolicy("--pg-url", c.ConnString, c.RequireVerifiedTLS); err != nil {
+		errs = append(errs, err)
+	}
+	for _, t := range c.Tables {
+		if err := ValidateTableName(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := ValidateName("slot", c.Slot); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateName("publication", c.Publication); err != nil {
+		errs = append(errs, err)
+	}
+	if c.StatusInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--status-interval %s: want 100ms or more (default 10s), below half of the server's wal_sender_timeout", c.StatusInterval))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: want more than 0 (default 30s)", c.ShutdownTimeout))
+	}
+	if c.MaxMessageBytes < MinMaxMessageBytes || c.MaxMessageBytes > MaxMaxMessageBytes {
+		errs = append(errs, fmt.Errorf("--pg-max-message-bytes %d: want %d to %d (default %d)", c.MaxMessageBytes, MinMaxMessageBytes, MaxMaxMessageBytes, DefaultMaxMessageBytes))
+	}
+	if c.SlotFailover != FailoverAuto && c.SlotFailover != FailoverOn && c.SlotFailover != FailoverOff {
+		errs = append(errs, fmt.Errorf("--slot-failover %q: want true, false or auto (default: true on PostgreSQL 17+)", c.SlotFailover))
+	}
+	if c.ReadWait < 0 || c.ReadWait > 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--pg-read-wait %s: want 0 (read at once) to 100ms", c.ReadWait))
+	}
+	return errors.Join(errs...)
+}
+
+// redactErr renders a connection-string parse error without the string
+// itself, which may hold a password.
+func redactErr(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) && pe.Unwrap() != nil {
+		return pe.Unwrap().Error()
+	}
+	if errors.As(err, &pe) {
+		return "cannot parse"
+	}
+	return err.Error()
+}
+
+// FailoverMode says whether the slot is a failover slot (PostgreSQL 17+:
+// synchronized to a physical standby with sync_replication_slots, so that a
+// promotion keeps it).
+type FailoverMode string
+
+const (
+	// FailoverAuto is the default: a failover slot on 17 and newer, an
+	// ordinary one on older servers (which have no failover slots).
+	FailoverAuto FailoverMode = ""
+	// FailoverOn asks for a failover slot; a server older than 17 is refused.
+	FailoverOn FailoverMode = "on"
+	// FailoverOff keeps (and creates) an ordinary slot.
+	FailoverOff FailoverMode = "off"
+)
+
+// History is where walrelay remembers the slots it has streamed from, so that
+// a slot that disappeared is never taken for a new one. The pipeline keeps it
+// (a marker record on a compacted Kafka topic); pgcatalog.Prepare only reads it.
+type History interface {
+	// LastConfirmed returns the position last recorded for the slot of
+	// database on the system (IDENTIFY_SYSTEM's systemid), when it was
+	// recorded, and whether there is a record.
+	LastConfirmed(ctx context.Context, system, database, slot string) (lsn pglogrepl.LSN, at time.Time, found bool, err error)
+}
