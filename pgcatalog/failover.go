@@ -58,7 +58,7 @@ func (p *prep) failover(ctx context.Context) (string, error) {
 		if _, err := failoverWanted(p.cfg.SlotFailover, p.st.ServerVersion); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("not protected: PostgreSQL %d has no failover slots (17+), so a failover to a standby loses the slot and walrelay stops with exit code 3 (README \"Failover\")", p.st.ServerVersion/10000), nil
+		return fmt.Sprintf("not protected: PostgreSQL %d has no failover slots (17+), so a failover to a standby loses the slot and walrelay stops with exit code 3 (docs/failover.md)", p.st.ServerVersion/10000), nil
 	}
 	var standbySlots string
 	if err := p.conn.QueryRow(ctx, `SELECT current_setting('synchronized_standby_slots')`).Scan(&standbySlots); err != nil {

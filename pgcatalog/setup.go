@@ -126,7 +126,7 @@ func (p *SetupPlan) FailoverSlot() { p.stmts[p.slotStmt] = SlotStatement(p.slot,
 func (p *SetupPlan) Script(w io.Writer, failover bool) {
 	fmt.Fprintln(w, "-- Run as the outbox table's owner or a superuser, in the outbox's database.")
 	if p.role != "" {
-		fmt.Fprintln(w, "-- The role gets no privilege on the outbox's rows: REPLICATION streams the slot (see the README's Security), USAGE lets it look the tables up.")
+		fmt.Fprintln(w, "-- The role gets no privilege on the outbox's rows: REPLICATION streams the slot (see docs/security.md), USAGE lets it look the tables up.")
 		if p.password == "" {
 			fmt.Fprintf(w, "-- Then set its password in psql with \\password %s (psql sends a SCRAM-SHA-256 verifier, never the password).\n", QuoteRole(p.role))
 		}
@@ -135,7 +135,7 @@ func (p *SetupPlan) Script(w io.Writer, failover bool) {
 		fmt.Fprintln(w, s.SQL+";")
 	}
 	if failover {
-		fmt.Fprintln(w, "-- On PostgreSQL 17+, create a failover slot instead (README \"Failover\"):\n-- "+CreateSlotSQL(p.slot, true))
+		fmt.Fprintln(w, "-- On PostgreSQL 17+, create a failover slot instead (docs/failover.md):\n-- "+CreateSlotSQL(p.slot, true))
 	}
 	fmt.Fprintln(w, "\n"+HBALine(p.role, "<database>"))
 }
@@ -358,7 +358,7 @@ type SlotGoneError struct {
 }
 
 func (e *SlotGoneError) Error() string {
-	return fmt.Sprintf("replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: setup does not create it again, which would skip the events committed since (see the README's \"Failover\"); pass --recreate-missing-slot to create it and accept the gap",
+	return fmt.Sprintf("replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: setup does not create it again, which would skip the events committed since (see docs/failover.md); pass --recreate-missing-slot to create it and accept the gap",
 		e.Slot, e.Database, e.System, e.Confirmed, e.At.UTC().Format(time.RFC3339))
 }
 

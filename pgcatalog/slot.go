@@ -81,7 +81,7 @@ func (p *prep) prepareSlot(ctx context.Context) error {
 		return p.createSlot(ctx, wantFailover)
 	}
 	if p.st.WALStatus == "lost" {
-		return fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; start once with --recreate-lost-slot to drop and re-create it (see the README's \"Slot lost\" section)", replication.ErrSlotLost, cfg.Slot, p.st.WALStatus)
+		return fmt.Errorf("%w: slot %q has wal_status %q: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events written while walrelay was behind are gone; start once with --recreate-lost-slot to drop and re-create it (see docs/operate.md, \"Slot lost\")", replication.ErrSlotLost, cfg.Slot, p.st.WALStatus)
 	}
 	p.st.ConfirmedFlush = *confirmed
 	// N.B. ALTER_REPLICATION_SLOT works only while no one holds the slot:
@@ -133,7 +133,7 @@ func (p *prep) missingSlot(ctx context.Context, wantFailover bool) error {
 		// since the slot's last confirmed position would be skipped
 		// without a trace.
 		if found && !cfg.RecreateMissingSlot {
-			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: it was dropped, or the server was failed over to a standby without a synchronized failover slot (PostgreSQL 17+, see the README's \"Failover\"). walrelay does not create it again: that would skip the events committed since %s. Either point walrelay at the server that still has the slot (or a promoted standby with the synchronized slot), or start once with --recreate-missing-slot to create a new slot and accept the gap",
+			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: slot %q of database %q on system %s was last confirmed at %s (recorded %s) and no longer exists: it was dropped, or the server was failed over to a standby without a synchronized failover slot (PostgreSQL 17+, see docs/failover.md). walrelay does not create it again: that would skip the events committed since %s. Either point walrelay at the server that still has the slot (or a promoted standby with the synchronized slot), or start once with --recreate-missing-slot to create a new slot and accept the gap",
 				cfg.Slot, p.db, p.st.SystemID, rec, at.UTC().Format(time.RFC3339), rec)}
 		}
 		if found && p.dryRun {

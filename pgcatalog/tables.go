@@ -46,7 +46,7 @@ func (p *prep) tables(ctx context.Context) (string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return "", setupErrorf("outbox table %s does not exist in database %q: create it (see the README's outbox table) or fix --table", strings.Join(missing, ", "), p.db)
+		return "", setupErrorf("outbox table %s does not exist in database %q: create it (see the README's \"Against your own servers\") or fix --table", strings.Join(missing, ", "), p.db)
 	}
 	if len(errs) > 0 {
 		return "", errors.Join(errs...)

@@ -167,7 +167,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object
 			// N.B. pgcatalog.Prepare found or created the slot just before, and the
 			// pipeline recorded it: it was dropped since, and is gone.
-			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: start replication: %s: slot %q was dropped after walrelay prepared it; walrelay does not create it again (see the README's \"Failover\"); start once with --recreate-missing-slot to create it and accept the gap", pgErr.Message, s.cfg.Slot)}
+			return &slotGoneError{msg: fmt.Sprintf("replication slot gone: start replication: %s: slot %q was dropped after walrelay prepared it; walrelay does not create it again (see docs/failover.md); start once with --recreate-missing-slot to create it and accept the gap", pgErr.Message, s.cfg.Slot)}
 		}
 		return fmt.Errorf("start replication: %w", err)
 	}
