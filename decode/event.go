@@ -33,27 +33,12 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 	if len(cols) != len(rel.columns) {
 		return fail(fmt.Errorf("%w: row has %d columns, relation %s has %d", ErrBadValue, len(cols), rel.qualified, len(rel.columns)))
 	}
-	switch c := cols[rel.idIdx]; c.Kind {
-	case pgoutput.KindText:
-		id = c.Data
-	case pgoutput.KindNull:
-		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullID, d.cfg.IDColumn))
-	default:
-		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.IDColumn, kindName(c.Kind)))
+	var err error
+	if id, err = requiredText(cols[rel.idIdx], d.cfg.IDColumn, ErrNullID, ErrNullID); err != nil {
+		return fail(err)
 	}
-	if len(id) == 0 {
-		return fail(fmt.Errorf("%w: column %q is an empty string", ErrNullID, d.cfg.IDColumn))
-	}
-	switch c := cols[rel.keyIdx]; c.Kind {
-	case pgoutput.KindText:
-		key = c.Data
-	case pgoutput.KindNull:
-		return fail(fmt.Errorf("%w: column %q is NULL", ErrNullKey, d.cfg.KeyColumn))
-	default:
-		return fail(fmt.Errorf("%w: column %q is %s", ErrBadValue, d.cfg.KeyColumn, kindName(c.Kind)))
-	}
-	if len(key) == 0 {
-		return fail(fmt.Errorf("%w: column %q is an empty string", ErrEmptyKey, d.cfg.KeyColumn))
+	if key, err = requiredText(cols[rel.keyIdx], d.cfg.KeyColumn, ErrNullKey, ErrEmptyKey); err != nil {
+		return fail(err)
 	}
 	// The payload and the header values as sent; a bytea is decoded when
 	// it is copied.
@@ -251,4 +236,22 @@ func poisonEvent(rel *relation, cols []pgoutput.TupleCol, id, key []byte, err er
 	}
 	giveRest(rowBuf, off, last)
 	return ev
+}
+
+// requiredText is the text of column c (named column), which the event
+// needs: NULL is a poison event of class null, an empty string one of
+// class empty, another kind (binary) a bad value. The text is returned
+// with an empty string's error, so that the dead letter keeps it.
+func requiredText(c pgoutput.TupleCol, column string, null, empty error) ([]byte, error) {
+	switch c.Kind {
+	case pgoutput.KindText:
+		if len(c.Data) == 0 {
+			return c.Data, fmt.Errorf("%w: column %q is an empty string", empty, column)
+		}
+		return c.Data, nil
+	case pgoutput.KindNull:
+		return nil, fmt.Errorf("%w: column %q is NULL", null, column)
+	default:
+		return nil, fmt.Errorf("%w: column %q is %s", ErrBadValue, column, kindName(c.Kind))
+	}
 }
