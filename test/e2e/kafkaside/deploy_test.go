@@ -17,8 +17,8 @@ import (
 )
 
 const (
-	alertsFile    = "../../deploy/prometheus/walrelay-alerts.yml"
-	dashboardFile = "../../deploy/grafana/walrelay-dashboard.json"
+	alertsFile    = "../../../deploy/prometheus/walrelay-alerts.yml"
+	dashboardFile = "../../../deploy/grafana/walrelay-dashboard.json"
 )
 
 // alertExprs reads the alerting rules and returns each rule's expression
