@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // The wmsg workload: the same single-row backlog written as outbox rows
@@ -48,7 +49,7 @@ END $$`
 // runWMsg runs the wmsg workload: tables first, then messages, each on a
 // slot of its own created just before its backlog.
 func (b *bench) runWMsg(ctx context.Context) error {
-	if err := rig.Exec(ctx, b.dsn, fillMessagesDDL); err != nil {
+	if err := testbed.Exec(ctx, b.dsn, fillMessagesDDL); err != nil {
 		return fmt.Errorf("create bench_fill_msg: %w", err)
 	}
 	for _, src := range []string{"tables", "messages"} {
@@ -79,9 +80,9 @@ func (b *bench) walCompare(ctx context.Context, src string) WALCompare {
 		_, err = rig.CreateSlot(ctx, b.dsn, slot, slot)
 	} else {
 		// N.B. the message source's publication lists no table.
-		err = rig.Exec(ctx, b.dsn, `CREATE PUBLICATION `+pgx.Identifier{slot}.Sanitize())
+		err = testbed.Exec(ctx, b.dsn, `CREATE PUBLICATION `+pgx.Identifier{slot}.Sanitize())
 		if err == nil {
-			err = rig.Exec(ctx, b.dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+			err = testbed.Exec(ctx, b.dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 		}
 	}
 	if err != nil {
@@ -179,7 +180,7 @@ func (b *bench) fillRange(ctx context.Context, proc, typ string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- rig.Exec(ctx, b.dsn, `CALL `+proc+`($1, $2, $3, $4)`, typ, int64(from), int64(to), b.cfg.aggregates)
+			errc <- testbed.Exec(ctx, b.dsn, `CALL `+proc+`($1, $2, $3, $4)`, typ, int64(from), int64(to), b.cfg.aggregates)
 		}()
 	}
 	wg.Wait()

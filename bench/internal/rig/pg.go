@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -29,16 +28,6 @@ func PGPort(dsn string) int {
 		return 0
 	}
 	return int(cfg.Port)
-}
-
-// WithDatabase returns dsn (a URL) naming database db instead.
-func WithDatabase(dsn, db string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("want a postgres:// URL, got %q", dsn)
-	}
-	u.Path = "/" + db
-	return u.String(), nil
 }
 
 // OutboxDDL is the outbox table of DESIGN.md and a payload function that
@@ -67,37 +56,6 @@ BEGIN
     COMMIT;
   END LOOP;
 END $$;`
-
-// FreshDatabase drops and creates database db and returns its DSN.
-func FreshDatabase(ctx context.Context, adminDSN, db string) (string, error) {
-	conn, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		return "", fmt.Errorf("connect to postgresql: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	// Slots of an earlier run in that database pin WAL and block DROP DATABASE.
-	if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, db); err != nil {
-		return "", fmt.Errorf("drop old slots: %w", err)
-	}
-	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{db}.Sanitize()+` WITH (FORCE)`); err != nil {
-		return "", fmt.Errorf("drop database %s: %w", db, err)
-	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{db}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create database %s: %w", db, err)
-	}
-	return WithDatabase(adminDSN, db)
-}
-
-// Exec runs sql on a new connection.
-func Exec(ctx context.Context, dsn, sql string, args ...any) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("connect to postgresql: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql, args...)
-	return err
-}
 
 // CreateSlot creates a publication FOR TABLE public.outbox WITH (publish =
 // 'insert') and a pgoutput slot; both must exist before the rows they are to
