@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/test/outbox"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 const schema = `
@@ -105,9 +106,7 @@ func run() error {
 		return err
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
-		kgo.ConsumeRegex(), kgo.ConsumeTopics(`^outbox\.event\.`),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(200*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+	cl, err := testbed.NewReader(strings.Split(brokers, ","), false, kgo.ConsumeRegex(), kgo.ConsumeTopics(`^outbox\.event\.`))
 	if err != nil {
 		return err
 	}
@@ -163,6 +162,9 @@ func run() error {
 			return ctx.Err()
 		}
 		fs.EachRecord(func(r *kgo.Record) {
+			if r.Attrs.IsControl() { // a transaction marker
+				return
+			}
 			got++
 			var hs []string
 			for _, h := range r.Headers {
