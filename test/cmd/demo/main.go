@@ -1,15 +1,9 @@
-// Command demo shows walrelay end to end: it creates an outbox, runs the
-// walrelay binary, writes sample orders (a business row and an outbox row
-// per transaction, one transaction rolled back), and prints the Kafka
-// records as a consumer reads them. Run it with `make demo`, which starts
-// PostgreSQL and Kafka first (test/cmd/testbed).
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,24 +42,10 @@ func run() error {
 	defer stop()
 
 	step("creating database walrelay_demo with tables orders and outbox")
-	admin, err := pgx.Connect(ctx, pgURL)
+	dsn, err := testbed.FreshDatabase(ctx, pgURL, "walrelay_demo")
 	if err != nil {
 		return err
 	}
-	admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'walrelay_demo' AND NOT active`)
-	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS walrelay_demo WITH (FORCE)`); err != nil {
-		return err
-	}
-	if _, err := admin.Exec(ctx, `CREATE DATABASE walrelay_demo`); err != nil {
-		return err
-	}
-	admin.Close(ctx)
-	u, err := url.Parse(pgURL)
-	if err != nil {
-		return err
-	}
-	u.Path = "/walrelay_demo"
-	dsn := u.String()
 	db, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
