@@ -199,32 +199,9 @@ func walMarker(ctx context.Context, dsn, src, typ string) (pglogrepl.LSN, error)
 	if src == "tables" {
 		return rig.Marker(ctx, dsn, typ)
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
 	emit := `SELECT pg_logical_emit_message(true, 'outbox', jsonb_build_object('id', gen_random_uuid(), 'aggregatetype', $1::text,
 		'aggregateid', 'marker', 'type', 'Marker', 'payload', bench_payload(-1))::text)`
-	if _, err := tx.Exec(ctx, emit, typ); err != nil {
-		return 0, fmt.Errorf("emit marker: %w", err)
-	}
-	var s string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
-		return 0, err
-	}
-	if _, err := tx.Exec(ctx, emit, typ); err != nil {
-		return 0, fmt.Errorf("emit marker: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit marker: %w", err)
-	}
-	return pglogrepl.ParseLSN(s)
+	return rig.MarkerWith(ctx, dsn, emit, "emit marker", typ)
 }
 
 // walMessagesTable renders the wmsg workload, "" when it did not run.

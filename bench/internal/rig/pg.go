@@ -155,6 +155,13 @@ func (w *SlotWatcher) State(ctx context.Context, slot string) (SlotState, error)
 // end; Debezium: the LSN of the last event it processed, the second insert;
 // pg_recvlogical --endpos: the end position itself) is at or after it.
 func Marker(ctx context.Context, dsn, typ string) (pglogrepl.LSN, error) {
+	return MarkerWith(ctx, dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), $1, 'marker', 'Marker', bench_payload(-1))`, "insert marker", typ)
+}
+
+// MarkerWith is Marker with another statement for each of the two events
+// (e.g. a logical decoding message), given typ as $1; what names it in
+// errors ("insert marker").
+func MarkerWith(ctx context.Context, dsn, stmt, what, typ string) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return 0, fmt.Errorf("connect to postgresql: %w", err)
@@ -165,16 +172,15 @@ func Marker(ctx context.Context, dsn, typ string) (pglogrepl.LSN, error) {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	ins := `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), $1, 'marker', 'Marker', bench_payload(-1))`
-	if _, err := tx.Exec(ctx, ins, typ); err != nil {
-		return 0, fmt.Errorf("insert marker: %w", err)
+	if _, err := tx.Exec(ctx, stmt, typ); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	var s string
 	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
 		return 0, err
 	}
-	if _, err := tx.Exec(ctx, ins, typ); err != nil {
-		return 0, fmt.Errorf("insert marker: %w", err)
+	if _, err := tx.Exec(ctx, stmt, typ); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit marker: %w", err)
