@@ -230,11 +230,28 @@ func (b *Bed) Slot(t testing.TB, dsn, slot string) SlotInfo {
 // CurrentWALLSN returns pg_current_wal_lsn().
 func (b *Bed) CurrentWALLSN(t testing.TB, dsn string) pglogrepl.LSN {
 	t.Helper()
-	var s string
-	if err := b.QueryRow(t, dsn, "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
-		t.Fatalf("testbed: pg_current_wal_lsn: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
+	lsn, err := CurrentWALLSN(ctx, dsn)
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
 	}
-	return parseLSN(t, s)
+	return lsn
+}
+
+// CurrentWALLSN returns pg_current_wal_lsn(), read on a connection of its
+// own to dsn.
+func CurrentWALLSN(ctx context.Context, dsn string) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, fmt.Errorf("connect to %s: %w", redactDSN(dsn), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var s string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
+		return 0, fmt.Errorf("read pg_current_wal_lsn: %w", err)
+	}
+	return pglogrepl.ParseLSN(s)
 }
 
 func parseLSN(t testing.TB, s string) pglogrepl.LSN {

@@ -95,7 +95,7 @@ func (b *bench) walCompare(ctx context.Context, src string) WALCompare {
 		}
 	}()
 
-	lsn0, err := rig.CurrentLSN(ctx, b.dsn)
+	lsn0, err := testbed.CurrentWALLSN(ctx, b.dsn)
 	if err != nil {
 		c.Error = err.Error()
 		return c

@@ -187,17 +187,3 @@ func MarkerWith(ctx context.Context, dsn, stmt, what, typ string) (pglogrepl.LSN
 	}
 	return pglogrepl.ParseLSN(s)
 }
-
-// CurrentLSN returns pg_current_wal_lsn().
-func CurrentLSN(ctx context.Context, dsn string) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var s string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
-		return 0, err
-	}
-	return pglogrepl.ParseLSN(s)
-}
