@@ -205,12 +205,7 @@ func (w *ShapeWorkload) extraSQL() string {
 
 func (w *ShapeWorkload) insertSQL(table string, poison bool) string {
 	s := w.Shape
-	cols := "id, aggregatetype, aggregateid, type, payload, seq, part"
-	extra := ""
-	if s.ExtraType != "" {
-		cols += ", extra"
-		extra = ", " + w.extraSQL()
-	}
+	cols, extra := w.columns()
 	id := "$1::text::" + s.IDType
 	// N.B. x names every parameter once, so each has a type even when the
 	// shape's expressions leave it out.
@@ -227,6 +222,17 @@ func (w *ShapeWorkload) insertSQL(table string, poison bool) string {
 		table, cols, id, s.KeyType, w.payloadSQL("s.seq"), extra, params)
 }
 
+// columns are the columns an insert names and, when the shape has an
+// extra column, the expression of its value after a comma.
+func (w *ShapeWorkload) columns() (cols, extra string) {
+	cols = "id, aggregatetype, aggregateid, type, payload, seq, part"
+	if w.Shape.ExtraType != "" {
+		cols += ", extra"
+		extra = ", " + w.extraSQL()
+	}
+	return cols, extra
+}
+
 // bulkRows is the size from which the huge transaction is one statement.
 const bulkRows = 5000
 
@@ -234,12 +240,7 @@ const bulkRows = 5000
 // taken in one step of the key's sequence row.
 func (w *ShapeWorkload) bulkSQL() string {
 	s := w.Shape
-	cols := "id, aggregatetype, aggregateid, type, payload, seq, part"
-	extra := ""
-	if s.ExtraType != "" {
-		cols += ", extra"
-		extra = ", " + w.extraSQL()
-	}
+	cols, extra := w.columns()
 	id := map[string]string{"uuid": "gen_random_uuid()", "bigint": "txid_current() * 1000000 + g", "text": "'bulk-' || txid_current() || '-' || g"}[s.IDType]
 	seq := "(s.seq - $1::int + g)"
 	return fmt.Sprintf(`WITH s AS (UPDATE agg_seq SET seq = seq + $1::int WHERE id = $3::text RETURNING seq)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/walrelay/walrelay/test/proc"
@@ -282,48 +281,27 @@ func (b *Bed) WaitInSync(t testing.TB, timeout time.Duration, topics ...string) 
 // that does not exist is absent.
 func (b *Bed) EndOffsets(t testing.TB, topics ...string) map[string]map[int32]int64 {
 	t.Helper()
-	adm, closeAdm := b.admin(t)
-	defer closeAdm()
+	cl := b.client(t)
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	var shardErrs *kadm.ShardErrors
-	if err != nil && !errors.As(err, &shardErrs) {
-		t.Fatalf("testbed: list end offsets of %v: %v", topics, err)
+	ends, err := ListEndOffsets(ctx, cl, false, topics...)
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
 	}
-	out := map[string]map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
-			return
-		}
-		if o.Err != nil {
-			t.Fatalf("testbed: end offset of %s/%d: %v", o.Topic, o.Partition, o.Err)
-		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]int64{}
-		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
-	return out
+	return ends
 }
 
 // DeleteTopics deletes topics (those that exist), e.g. at a test's end so
 // that a cluster's brokers have less to load when a later test restarts
-// them.
+// them. It does not wait for the deletion (a stopped broker may hold it up).
 func (b *Bed) DeleteTopics(t testing.TB, topics ...string) {
 	t.Helper()
 	adm, closeAdm := b.admin(t)
 	defer closeAdm()
 	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
 	defer cancel()
-	resps, err := adm.DeleteTopics(ctx, topics...)
-	if err != nil {
-		t.Errorf("testbed: delete topics %v: %v", topics, err)
-		return
-	}
-	for _, r := range resps.Sorted() {
-		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
-			t.Errorf("testbed: delete topic %s: %v", r.Topic, r.Err)
-		}
+	if err := deleteTopics(ctx, adm, topics); err != nil {
+		t.Errorf("testbed: %v", err)
 	}
 }

@@ -4,7 +4,10 @@
 // (or, for WALRELAY_TEST_PG_VERSION=14..18, a pinned build fetched with npm
 // or mvn), java and mvn. Output: a Bed with a superuser DSN, broker addresses and
 // helpers that read what a user would check (rows, pg_replication_slots,
-// records read back by a real consumer). StartForTest starts servers of one
+// records read back by a real consumer, ReadToEnd). Each Bed helper a
+// command without a *testing.T needs (the benchmarks) is a function that
+// returns an error, the helper its thin wrapper: ReadToEnd, ListEndOffsets,
+// CreateTopics, DeleteTopics, Exec, FreshDatabase. StartForTest starts servers of one
 // test's own, optionally secured: PostgreSQL with TLS and SCRAM only
 // (PGSecurity), Kafka with a SASL_SSL listener (KafkaSecurity), with
 // certificates from a CA made in the test (NewCA). GetCluster (or

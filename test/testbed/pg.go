@@ -18,17 +18,6 @@ import (
 // context so that they also work in t.Cleanup, after t.Context is canceled.
 const queryTimeout = 60 * time.Second
 
-func (b *Bed) connect(t testing.TB, dsn string) (*pgx.Conn, context.Context, context.CancelFunc) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		cancel()
-		t.Fatalf("testbed: connect to %s: %v", redactDSN(dsn), err)
-	}
-	return conn, ctx, cancel
-}
-
 // WithDatabase returns dsn (URL or key=value form) naming database db instead.
 func WithDatabase(dsn, db string) (string, error) {
 	return withParam(dsn, "dbname", db)
@@ -67,8 +56,8 @@ func withParam(dsn, key, value string) (string, error) {
 var nonIdent = regexp.MustCompile(`[^a-z0-9_]+`)
 
 // NewDatabase creates a database for the test (named t_<test name>_<random>)
-// and returns a superuser DSN for it. At cleanup it terminates the backends
-// and walsenders on it, drops every replication slot of it and drops it.
+// and returns a superuser DSN for it. At cleanup it drops it
+// (DropDatabase).
 func (b *Bed) NewDatabase(t testing.TB) string {
 	t.Helper()
 	name := nonIdent.ReplaceAllString(strings.ToLower(t.Name()), "_")
@@ -76,32 +65,54 @@ func (b *Bed) NewDatabase(t testing.TB) string {
 		name = name[:40]
 	}
 	name = "t_" + strings.Trim(name, "_") + "_" + randomHex(4)
-	b.Exec(t, b.pgURL, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	dsn, err := WithDatabase(b.pgURL, name)
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
+	dsn, err := CreateDatabase(ctx, b.pgURL, name)
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := b.dropDatabase(name); err != nil {
-			t.Errorf("testbed: drop database %s: %v", name, err)
+		if err := DropDatabase(context.Background(), b.pgURL, name); err != nil {
+			t.Errorf("testbed: %v", err)
 		}
 	})
 	return dsn
 }
 
-func (b *Bed) dropDatabase(name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, b.pgURL)
-	if err != nil {
-		return err
+// CreateDatabase creates database name on the server of adminDSN and
+// returns adminDSN naming it.
+func CreateDatabase(ctx context.Context, adminDSN, name string) (string, error) {
+	if err := Exec(ctx, adminDSN, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
-	defer conn.Close(ctx)
+	return WithDatabase(adminDSN, name)
+}
+
+// FreshDatabase drops database name if it exists (DropDatabase) and
+// creates it again (CreateDatabase).
+func FreshDatabase(ctx context.Context, adminDSN, name string) (string, error) {
+	if err := DropDatabase(ctx, adminDSN, name); err != nil {
+		return "", err
+	}
+	return CreateDatabase(ctx, adminDSN, name)
+}
+
+// DropDatabase drops database name, if it exists, on the server of
+// adminDSN: it terminates the backends and walsenders on it and drops every
+// replication slot of it first, giving up after a minute.
+func DropDatabase(ctx context.Context, adminDSN, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		return fmt.Errorf("drop database %s: connect to %s: %w", name, redactDSN(adminDSN), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
 	for {
 		// Walsenders of a logical slot are connected to the slot's database.
 		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
-			return fmt.Errorf("terminate backends: %w", err)
+			return fmt.Errorf("drop database %s: terminate backends: %w", name, err)
 		}
 		// N.B. a logical slot blocks DROP DATABASE even WITH (FORCE); an
 		// active one cannot be dropped until its walsender has exited.
@@ -120,12 +131,12 @@ func (b *Bed) dropDatabase(name string) error {
 			break
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("replication slots of the database still exist (%d left, last error: %v)", left, err)
+			return fmt.Errorf("drop database %s: replication slots of the database still exist (%d left, last error: %v)", name, left, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return err
+		return fmt.Errorf("drop database %s: %w", name, err)
 	}
 	return nil
 }
@@ -134,12 +145,25 @@ func (b *Bed) dropDatabase(name string) error {
 // the test on error.
 func (b *Bed) Exec(t testing.TB, dsn, sql string, args ...any) {
 	t.Helper()
-	conn, ctx, cancel := b.connect(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
 	defer cancel()
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("testbed: exec %q: %v", sql, err)
+	if err := Exec(ctx, dsn, sql, args...); err != nil {
+		t.Fatalf("testbed: %q: %v", sql, err)
 	}
+}
+
+// Exec runs sql (several statements when there are no args) on a
+// connection of its own to dsn.
+func Exec(ctx context.Context, dsn, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redactDSN(dsn), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	return nil
 }
 
 // QueryRow runs sql on dsn when Scan is called, on a connection of its own,
@@ -206,11 +230,28 @@ func (b *Bed) Slot(t testing.TB, dsn, slot string) SlotInfo {
 // CurrentWALLSN returns pg_current_wal_lsn().
 func (b *Bed) CurrentWALLSN(t testing.TB, dsn string) pglogrepl.LSN {
 	t.Helper()
-	var s string
-	if err := b.QueryRow(t, dsn, "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
-		t.Fatalf("testbed: pg_current_wal_lsn: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
+	lsn, err := CurrentWALLSN(ctx, dsn)
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
 	}
-	return parseLSN(t, s)
+	return lsn
+}
+
+// CurrentWALLSN returns pg_current_wal_lsn(), read on a connection of its
+// own to dsn.
+func CurrentWALLSN(ctx context.Context, dsn string) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, fmt.Errorf("connect to %s: %w", redactDSN(dsn), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var s string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
+		return 0, fmt.Errorf("read pg_current_wal_lsn: %w", err)
+	}
+	return pglogrepl.ParseLSN(s)
 }
 
 func parseLSN(t testing.TB, s string) pglogrepl.LSN {

@@ -279,7 +279,12 @@ func copyZipFile(f *zip.File, path string) error {
 		return err
 	}
 	defer r.Close()
-	w, err := os.Create(path)
+	return writeNew(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666, r)
+}
+
+// writeNew copies r to the file at path, opened with flag and perm.
+func writeNew(path string, flag int, perm os.FileMode, r io.Reader) error {
+	w, err := os.OpenFile(path, flag, perm)
 	if err != nil {
 		return err
 	}
@@ -325,14 +330,6 @@ func linkTree(src, dst string) error {
 			return err
 		}
 		defer r.Close()
-		w, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fi.Mode().Perm())
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(w, r); err != nil {
-			w.Close()
-			return err
-		}
-		return w.Close()
+		return writeNew(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fi.Mode().Perm(), r)
 	})
 }

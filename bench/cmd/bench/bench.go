@@ -18,6 +18,7 @@ import (
 
 	"github.com/walrelay/walrelay/bench/connect"
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 type bench struct {
@@ -83,12 +84,12 @@ func newBench(ctx context.Context, cfg *config, env *rig.Env) (*bench, error) {
 	}
 
 	logf("creating database %s", cfg.db)
-	if b.dsn, err = rig.FreshDatabase(ctx, env.PGURL, cfg.db); err != nil {
+	if b.dsn, err = testbed.FreshDatabase(ctx, env.PGURL, cfg.db); err != nil {
 		return nil, err
 	}
 	// N.B. no autovacuum on the outbox: a vacuum of a million fresh rows
 	// in the middle of a drain would compete for the two cores.
-	if err := rig.Exec(ctx, b.dsn, rig.OutboxDDL+`; ALTER TABLE outbox SET (autovacuum_enabled = false)`); err != nil {
+	if err := testbed.Exec(ctx, b.dsn, rig.OutboxDDL+`; ALTER TABLE outbox SET (autovacuum_enabled = false)`); err != nil {
 		return nil, fmt.Errorf("create outbox: %w", err)
 	}
 	b.res.Config = Config{

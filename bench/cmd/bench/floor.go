@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // floorReader is the slot's own latency floor, measured beside a relay on
@@ -40,7 +40,7 @@ func (b *bench) startFloor(ctx context.Context, slot string) (*floorReader, erro
 
 // startFloorTo is startFloor with each row also given to onRow.
 func (b *bench) startFloorTo(ctx context.Context, slot string, onRow func(typ, key, id, line []byte)) (*floorReader, error) {
-	if err := rig.Exec(ctx, b.dsn, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'test_decoding')`, slot)); err != nil {
+	if err := testbed.Exec(ctx, b.dsn, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'test_decoding')`, slot)); err != nil {
 		return nil, fmt.Errorf("create floor slot: %w", err)
 	}
 	f := &floorReader{slot: slot, done: make(chan struct{}), lat: map[string][]float64{}, onRow: onRow}
@@ -142,7 +142,7 @@ func (f *floorReader) stop(ctx context.Context, dsn string) {
 		}
 		_ = f.cmd.Wait()
 	}
-	if err := rig.Exec(ctx, dsn, fmt.Sprintf(`SELECT pg_drop_replication_slot('%s')`, f.slot)); err != nil {
+	if err := testbed.Exec(ctx, dsn, fmt.Sprintf(`SELECT pg_drop_replication_slot('%s')`, f.slot)); err != nil {
 		logf("drop floor slot %s: %v", f.slot, err)
 	}
 }

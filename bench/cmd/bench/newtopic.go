@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // NewTopic is one batch of events of one aggregate type: the time from
@@ -83,7 +84,7 @@ func (b *bench) newTopicRelay(ctx context.Context, label, bin, run string) error
 	}()
 	// Warm: walrelay streams and its client is connected, on the
 	// pre-created topic, before the first new aggregate type.
-	if err := rig.Exec(ctx, b.dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), $1, 'agg-0', 'OrderCreated', bench_payload(0))`, pre); err != nil {
+	if err := testbed.Exec(ctx, b.dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), $1, 'agg-0', 'OrderCreated', bench_payload(0))`, pre); err != nil {
 		return err
 	}
 	if err := b.waitRecords(ctx, "wr."+pre, 1, 2*time.Minute); err != nil {
@@ -114,7 +115,7 @@ func (b *bench) newTopicRelay(ctx context.Context, label, bin, run string) error
 // transaction and returns the seconds from the commit until topic "wr."+typ
 // holds want records.
 func (b *bench) commitToKafka(ctx context.Context, typ string, want int64) (float64, error) {
-	if err := rig.Exec(ctx, b.dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+	if err := testbed.Exec(ctx, b.dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
 		SELECT gen_random_uuid(), $1, 'agg-' || i, 'OrderCreated', bench_payload(i) FROM generate_series(1, $2::int) i`, typ, newTopicEvents); err != nil {
 		return 0, err
 	}

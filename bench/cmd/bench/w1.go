@@ -16,6 +16,7 @@ import (
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
 	"github.com/walrelay/walrelay/test/proc"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // runW1 creates every relay's slot, then for each backlog commits it while
@@ -87,7 +88,7 @@ func (b *bench) runW1(ctx context.Context) error {
 // batchTx transactions of batchRows rows; then the marker transaction.
 func (b *bench) fill(ctx context.Context, wl string) (Fill, error) {
 	f := Fill{Workload: wl}
-	lsn0, err := rig.CurrentLSN(ctx, b.dsn)
+	lsn0, err := testbed.CurrentWALLSN(ctx, b.dsn)
 	if err != nil {
 		return f, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
 	"github.com/walrelay/walrelay/test/proc"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // runW2 runs walrelay, then Kafka's own floor (kafkaFloor), then the slot
@@ -335,11 +336,9 @@ type latencyConsumer struct {
 }
 
 func newLatencyConsumer(ctx context.Context, brokers []string, topic string) (*latencyConsumer, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond),
-		// N.B. read_committed, as a consumer of walrelay --exactly-once must
-		// read: a non-transactional producer's records are seen as soon.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	// N.B. read_committed, as a consumer of walrelay --exactly-once must
+	// read: a non-transactional producer's records are seen as soon.
+	cl, err := testbed.NewReader(brokers, true, kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +370,9 @@ func (c *latencyConsumer) add(fs kgo.Fetches, now time.Time) {
 	})
 	nowUS := now.UnixMicro()
 	fs.EachRecord(func(r *kgo.Record) {
+		if r.Attrs.IsControl() { // a transaction marker
+			return
+		}
 		var id string
 		for _, h := range r.Headers {
 			if h.Key == "id" {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // The wmsg workload: the same single-row backlog written as outbox rows
@@ -48,7 +49,7 @@ END $$`
 // runWMsg runs the wmsg workload: tables first, then messages, each on a
 // slot of its own created just before its backlog.
 func (b *bench) runWMsg(ctx context.Context) error {
-	if err := rig.Exec(ctx, b.dsn, fillMessagesDDL); err != nil {
+	if err := testbed.Exec(ctx, b.dsn, fillMessagesDDL); err != nil {
 		return fmt.Errorf("create bench_fill_msg: %w", err)
 	}
 	for _, src := range []string{"tables", "messages"} {
@@ -79,9 +80,9 @@ func (b *bench) walCompare(ctx context.Context, src string) WALCompare {
 		_, err = rig.CreateSlot(ctx, b.dsn, slot, slot)
 	} else {
 		// N.B. the message source's publication lists no table.
-		err = rig.Exec(ctx, b.dsn, `CREATE PUBLICATION `+pgx.Identifier{slot}.Sanitize())
+		err = testbed.Exec(ctx, b.dsn, `CREATE PUBLICATION `+pgx.Identifier{slot}.Sanitize())
 		if err == nil {
-			err = rig.Exec(ctx, b.dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+			err = testbed.Exec(ctx, b.dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 		}
 	}
 	if err != nil {
@@ -94,7 +95,7 @@ func (b *bench) walCompare(ctx context.Context, src string) WALCompare {
 		}
 	}()
 
-	lsn0, err := rig.CurrentLSN(ctx, b.dsn)
+	lsn0, err := testbed.CurrentWALLSN(ctx, b.dsn)
 	if err != nil {
 		c.Error = err.Error()
 		return c
@@ -179,7 +180,7 @@ func (b *bench) fillRange(ctx context.Context, proc, typ string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- rig.Exec(ctx, b.dsn, `CALL `+proc+`($1, $2, $3, $4)`, typ, int64(from), int64(to), b.cfg.aggregates)
+			errc <- testbed.Exec(ctx, b.dsn, `CALL `+proc+`($1, $2, $3, $4)`, typ, int64(from), int64(to), b.cfg.aggregates)
 		}()
 	}
 	wg.Wait()
@@ -198,32 +199,9 @@ func walMarker(ctx context.Context, dsn, src, typ string) (pglogrepl.LSN, error)
 	if src == "tables" {
 		return rig.Marker(ctx, dsn, typ)
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
 	emit := `SELECT pg_logical_emit_message(true, 'outbox', jsonb_build_object('id', gen_random_uuid(), 'aggregatetype', $1::text,
 		'aggregateid', 'marker', 'type', 'Marker', 'payload', bench_payload(-1))::text)`
-	if _, err := tx.Exec(ctx, emit, typ); err != nil {
-		return 0, fmt.Errorf("emit marker: %w", err)
-	}
-	var s string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
-		return 0, err
-	}
-	if _, err := tx.Exec(ctx, emit, typ); err != nil {
-		return 0, fmt.Errorf("emit marker: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit marker: %w", err)
-	}
-	return pglogrepl.ParseLSN(s)
+	return rig.MarkerWith(ctx, dsn, emit, "emit marker", typ)
 }
 
 // walMessagesTable renders the wmsg workload, "" when it did not run.

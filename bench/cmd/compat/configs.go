@@ -19,6 +19,7 @@ import (
 	"github.com/walrelay/walrelay/bench/connect"
 	"github.com/walrelay/walrelay/bench/internal/rig"
 	"github.com/walrelay/walrelay/test/proc"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 const (
@@ -269,11 +270,11 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dsn, err := rig.FreshDatabase(ctx, env.PGURL, db)
+	dsn, err := testbed.FreshDatabase(ctx, env.PGURL, db)
 	if err != nil {
 		return nil, err
 	}
-	if err := rig.Exec(ctx, dsn, ddl); err != nil {
+	if err := testbed.Exec(ctx, dsn, ddl); err != nil {
 		return nil, err
 	}
 	adm, err := rig.NewAdmin(env.Brokers)
@@ -291,10 +292,10 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 			s := "compat_" + cf.name + "_" + side
 			// N.B. every publication has all three tables: a table that is
 			// not one of the configuration's outboxes is ignored by both.
-			if err := rig.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed, public.outbox_expand WITH (publish = 'insert')`); err != nil {
+			if err := testbed.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed, public.outbox_expand WITH (publish = 'insert')`); err != nil {
 				return nil, err
 			}
-			if err := rig.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
+			if err := testbed.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
 				return nil, err
 			}
 			defer func(s string) {
@@ -434,8 +435,8 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 // rereadLate reads both sides' topics again, so that anything that
 // arrived after the first read counts.
 func rereadLate(ctx context.Context, brokers []string, wrPrefix, dbzPrefix string, topics []string, wr, dbz []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
-	more, err := rig.ReadAll(ctx, brokers, 1<<30, 2*time.Second, append(prefixed(wrPrefix, topics), prefixed(dbzPrefix, topics)...)...)
-	if err != nil && !errors.Is(err, rig.ErrTimeout) {
+	more, err := reread(ctx, brokers, 2*time.Second, append(prefixed(wrPrefix, topics), prefixed(dbzPrefix, topics)...))
+	if err != nil {
 		logf("read %v again: %v", topics, err)
 		return wr, dbz
 	}
@@ -454,4 +455,13 @@ func rereadLate(ctx context.Context, brokers []string, wrPrefix, dbzPrefix strin
 		dbz = d
 	}
 	return wr, dbz
+}
+
+// reread reads topics from the start to their end offsets and on until no
+// record arrived for idle (testbed.ReadToEnd), within two minutes.
+func reread(ctx context.Context, brokers []string, idle time.Duration, topics []string) ([]*kgo.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	recs, _, err := testbed.ReadToEnd(ctx, brokers, topics, testbed.ReadOptions{Idle: idle})
+	return recs, err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -205,8 +204,8 @@ func takeover(ctx context.Context, env *rig.Env, bin string, w *rig.ConnectWorke
 	var recs []*kgo.Record
 	deadline := time.Now().Add(time.Minute)
 	for {
-		recs, err = rig.ReadAll(ctx, env.Brokers, 1<<30, 3*time.Second, topics...)
-		if err != nil && !errors.Is(err, rig.ErrTimeout) {
+		recs, err = reread(ctx, env.Brokers, 3*time.Second, topics)
+		if err != nil {
 			return nil, err
 		}
 		if seen := ids(recs); allSeen(seen, after) || time.Now().After(deadline) || p.Exited() {

@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/test/proc"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 // ErrTimeout is wrapped by waits that ran out of time (proc's, so that one
@@ -22,8 +22,7 @@ var ErrTimeout = proc.ErrTimeout
 
 // Admin is a Kafka admin client.
 type Admin struct {
-	cl  *kgo.Client
-	adm *kadm.Client
+	cl *kgo.Client
 }
 
 // NewAdmin connects to brokers.
@@ -36,62 +35,19 @@ func NewAdmin(brokers []string) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Admin{cl: cl, adm: kadm.NewClient(cl)}, nil
+	return &Admin{cl: cl}, nil
 }
 
 // Close closes the client.
 func (a *Admin) Close() { a.cl.Close() }
 
 // CreateTopics creates topics with partitions partitions (replication
-// factor 1), deleting them first if they exist (DeleteTopics), and waits
-// until the broker serves their metadata.
+// factor 1), deleting them first if they exist (testbed.RecreateTopics),
+// and waits until every partition has a leader.
 func (a *Admin) CreateTopics(ctx context.Context, partitions int32, configs map[string]*string, topics ...string) error {
-	if len(topics) == 0 {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := a.DeleteTopics(ctx, topics...); err != nil {
-		return err
-	}
-	for {
-		resp, err := a.adm.CreateTopics(ctx, partitions, 1, configs, topics...)
-		if err != nil {
-			return fmt.Errorf("create topics: %w", err)
-		}
-		retry := false
-		for _, r := range resp.Sorted() {
-			if errors.Is(r.Err, kerr.TopicAlreadyExists) {
-				retry = true // a deletion still in progress
-			} else if r.Err != nil {
-				return fmt.Errorf("create topic %s: %w (%s)", r.Topic, r.Err, r.ErrMessage)
-			}
-		}
-		if !retry {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("create topics: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	for {
-		md, err := a.adm.ListTopics(ctx, topics...)
-		ok := err == nil
-		for _, t := range topics {
-			d, found := md[t]
-			ok = ok && found && d.Err == nil && len(d.Partitions) == int(partitions)
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for topics: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return testbed.RecreateTopics(ctx, a.cl, partitions, configs, topics...)
 }
 
 // EndOffsets sums the end offsets (high watermarks) of every partition of
@@ -112,19 +68,20 @@ func (a *Admin) EndOffsets(ctx context.Context, topics ...string) (int64, error)
 }
 
 func (a *Admin) endOffsets(ctx context.Context, topics ...string) (int64, error) {
-	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	ends, err := testbed.ListEndOffsets(ctx, a.cl, false, topics...)
 	if err != nil {
 		return 0, err
 	}
 	var n int64
 	var errs []error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			errs = append(errs, o.Err)
-			return
+	for _, t := range topics {
+		if ends[t] == nil {
+			errs = append(errs, fmt.Errorf("end offsets of %s: %w", t, kerr.UnknownTopicOrPartition))
 		}
-		n += o.Offset
-	})
+		for _, o := range ends[t] {
+			n += o
+		}
+	}
 	return n, errors.Join(errs...)
 }
 
@@ -169,31 +126,17 @@ func (a *Admin) WarmUp(ctx context.Context, brokers []string, topic string, part
 	return nil
 }
 
-// ReadAll consumes topics from the start until want records are read or
-// timeout passes, and returns the records read.
+// ReadAll consumes topics from the start, to their end offsets and until
+// want records are read, or until timeout passes (an error wrapping
+// ErrTimeout), and returns the records read (testbed.ReadToEnd).
 func ReadAll(ctx context.Context, brokers []string, want int, timeout time.Duration, topics ...string) ([]*kgo.Record, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(32<<20))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var out []*kgo.Record
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return out, fmt.Errorf("read %d of %d records from %v: %w", len(out), want, topics, ErrTimeout)
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err) })
-		if ferr != nil {
-			return out, ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	out, _, err := testbed.ReadToEnd(ctx, brokers, topics, testbed.ReadOptions{Want: want})
+	if err != nil && ctx.Err() != nil {
+		return out, fmt.Errorf("read %d of %d records from %v: %w", len(out), want, topics, ErrTimeout)
 	}
-	return out, nil
+	return out, err
 }
 
 // TopicRecords sums the end offsets of every partition of topic, asking
@@ -249,31 +192,9 @@ func (a *Admin) TopicRecords(ctx context.Context, topic string) (n int64, ok boo
 }
 
 // DeleteTopics deletes topics if they exist and waits until the broker no
-// longer lists them.
+// longer lists them (testbed.DeleteTopics).
 func (a *Admin) DeleteTopics(ctx context.Context, topics ...string) error {
-	if len(topics) == 0 {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := a.adm.DeleteTopics(ctx, topics...); err != nil {
-		return fmt.Errorf("delete topics: %w", err)
-	}
-	for {
-		md, err := a.adm.ListTopics(ctx, topics...)
-		gone := err == nil
-		for _, t := range topics {
-			if d, found := md[t]; found && d.Err == nil {
-				gone = false
-			}
-		}
-		if gone {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for topics to go: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return testbed.DeleteTopics(ctx, a.cl, topics...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -29,16 +28,6 @@ func PGPort(dsn string) int {
 		return 0
 	}
 	return int(cfg.Port)
-}
-
-// WithDatabase returns dsn (a URL) naming database db instead.
-func WithDatabase(dsn, db string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("want a postgres:// URL, got %q", dsn)
-	}
-	u.Path = "/" + db
-	return u.String(), nil
 }
 
 // OutboxDDL is the outbox table of DESIGN.md and a payload function that
@@ -67,37 +56,6 @@ BEGIN
     COMMIT;
   END LOOP;
 END $$;`
-
-// FreshDatabase drops and creates database db and returns its DSN.
-func FreshDatabase(ctx context.Context, adminDSN, db string) (string, error) {
-	conn, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		return "", fmt.Errorf("connect to postgresql: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	// Slots of an earlier run in that database pin WAL and block DROP DATABASE.
-	if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, db); err != nil {
-		return "", fmt.Errorf("drop old slots: %w", err)
-	}
-	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{db}.Sanitize()+` WITH (FORCE)`); err != nil {
-		return "", fmt.Errorf("drop database %s: %w", db, err)
-	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{db}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create database %s: %w", db, err)
-	}
-	return WithDatabase(adminDSN, db)
-}
-
-// Exec runs sql on a new connection.
-func Exec(ctx context.Context, dsn, sql string, args ...any) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("connect to postgresql: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql, args...)
-	return err
-}
 
 // CreateSlot creates a publication FOR TABLE public.outbox WITH (publish =
 // 'insert') and a pgoutput slot; both must exist before the rows they are to
@@ -197,6 +155,13 @@ func (w *SlotWatcher) State(ctx context.Context, slot string) (SlotState, error)
 // end; Debezium: the LSN of the last event it processed, the second insert;
 // pg_recvlogical --endpos: the end position itself) is at or after it.
 func Marker(ctx context.Context, dsn, typ string) (pglogrepl.LSN, error) {
+	return MarkerWith(ctx, dsn, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), $1, 'marker', 'Marker', bench_payload(-1))`, "insert marker", typ)
+}
+
+// MarkerWith is Marker with another statement for each of the two events
+// (e.g. a logical decoding message), given typ as $1; what names it in
+// errors ("insert marker").
+func MarkerWith(ctx context.Context, dsn, stmt, what, typ string) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return 0, fmt.Errorf("connect to postgresql: %w", err)
@@ -207,33 +172,18 @@ func Marker(ctx context.Context, dsn, typ string) (pglogrepl.LSN, error) {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	ins := `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), $1, 'marker', 'Marker', bench_payload(-1))`
-	if _, err := tx.Exec(ctx, ins, typ); err != nil {
-		return 0, fmt.Errorf("insert marker: %w", err)
+	if _, err := tx.Exec(ctx, stmt, typ); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	var s string
 	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
 		return 0, err
 	}
-	if _, err := tx.Exec(ctx, ins, typ); err != nil {
-		return 0, fmt.Errorf("insert marker: %w", err)
+	if _, err := tx.Exec(ctx, stmt, typ); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit marker: %w", err)
-	}
-	return pglogrepl.ParseLSN(s)
-}
-
-// CurrentLSN returns pg_current_wal_lsn().
-func CurrentLSN(ctx context.Context, dsn string) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var s string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
-		return 0, err
 	}
 	return pglogrepl.ParseLSN(s)
 }

@@ -1,15 +1,9 @@
-// Command demo shows walrelay end to end: it creates an outbox, runs the
-// walrelay binary, writes sample orders (a business row and an outbox row
-// per transaction, one transaction rolled back), and prints the Kafka
-// records as a consumer reads them. Run it with `make demo`, which starts
-// PostgreSQL and Kafka first (test/cmd/testbed).
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/test/outbox"
+	"github.com/walrelay/walrelay/test/testbed"
 )
 
 const schema = `
@@ -47,24 +42,10 @@ func run() error {
 	defer stop()
 
 	step("creating database walrelay_demo with tables orders and outbox")
-	admin, err := pgx.Connect(ctx, pgURL)
+	dsn, err := testbed.FreshDatabase(ctx, pgURL, "walrelay_demo")
 	if err != nil {
 		return err
 	}
-	admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'walrelay_demo' AND NOT active`)
-	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS walrelay_demo WITH (FORCE)`); err != nil {
-		return err
-	}
-	if _, err := admin.Exec(ctx, `CREATE DATABASE walrelay_demo`); err != nil {
-		return err
-	}
-	admin.Close(ctx)
-	u, err := url.Parse(pgURL)
-	if err != nil {
-		return err
-	}
-	u.Path = "/walrelay_demo"
-	dsn := u.String()
 	db, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -105,9 +86,7 @@ func run() error {
 		return err
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
-		kgo.ConsumeRegex(), kgo.ConsumeTopics(`^outbox\.event\.`),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(200*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+	cl, err := testbed.NewReader(strings.Split(brokers, ","), false, kgo.ConsumeRegex(), kgo.ConsumeTopics(`^outbox\.event\.`))
 	if err != nil {
 		return err
 	}
@@ -163,6 +142,9 @@ func run() error {
 			return ctx.Err()
 		}
 		fs.EachRecord(func(r *kgo.Record) {
+			if r.Attrs.IsControl() { // a transaction marker
+				return
+			}
 			got++
 			var hs []string
 			for _, h := range r.Headers {

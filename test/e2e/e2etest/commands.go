@@ -19,21 +19,7 @@ import (
 // combined output.
 func RunOnce(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, Bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String()
-	case err != nil:
-		t.Fatalf("run walrelay: %v", err)
-	}
-	return 0, out.String()
+	return RunFor(t, time.Minute, env, args...)
 }
 
 // WithUser is dsn with user and password in place of its own.

@@ -1,33 +1,18 @@
 package e2etest
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/walrelay/walrelay/test/harness"
 )
 
 // CreateTopicWithLimit creates topic with one partition and the topic
 // config max.message.bytes=limit, as an operator would before walrelay runs.
 func CreateTopicWithLimit(t *testing.T, e *Env, topic string, limit int) {
 	t.Helper()
-	adm := kadm.NewClient(MustClient(t, e))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	v := fmt.Sprint(limit)
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &v}, topic); err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	harness.WaitFor(t, 30*time.Second, "topic "+topic+" to have a leader", func() bool {
-		tds, err := adm.ListTopics(ctx, topic)
-		return err == nil && tds[topic].Err == nil && len(tds[topic].Partitions) == 1 && tds[topic].Partitions[0].Leader >= 0
-	})
+	e.Bed.CreateTopicWith(t, topic, 1, map[string]string{"max.message.bytes": fmt.Sprint(limit)})
 }
 
 // DLQCollector reads the dead-letter topic dlq (that name alone).

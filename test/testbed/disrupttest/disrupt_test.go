@@ -1,5 +1,3 @@
-// Package disrupttest checks that the test bed can stop, start and restart
-// its servers (testbed.Disrupt) and that clients work again afterwards.
 package disrupttest
 
 import (
