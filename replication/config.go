@@ -217,6 +217,34 @@ const (
 	FailoverOff FailoverMode = "off"
 )
 
+// IsBoolFlag, String and Set make a FailoverMode the flag --slot-failover:
+// unset (auto), true or false; a bare --slot-failover is true.
+func (m *FailoverMode) IsBoolFlag() bool { return true }
+
+func (m *FailoverMode) String() string {
+	switch *m {
+	case FailoverOn:
+		return "true"
+	case FailoverOff:
+		return "false"
+	}
+	return "auto"
+}
+
+func (m *FailoverMode) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "auto", "":
+		*m = FailoverAuto
+	case "true", "1", "on", "t":
+		*m = FailoverOn
+	case "false", "0", "off", "f":
+		*m = FailoverOff
+	default:
+		return fmt.Errorf("want true, false or auto")
+	}
+	return nil
+}
+
 // History is where walrelay remembers the slots it has streamed from, so that
 // a slot that disappeared is never taken for a new one. The pipeline keeps it
 // (a marker record on a compacted Kafka topic); pgcatalog.Prepare only reads it.

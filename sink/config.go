@@ -102,7 +102,7 @@ type Config struct {
 	// Source names the slot for the checkpoint key; the relay sets it.
 	Source kafkastate.Source
 	// TransactionalID is the producer's transactional.id. Default
-	// "walrelay-" + Source.Slot: a second walrelay on the slot fences the
+	// DefaultTransactionalID(Source.Slot): a second walrelay on the slot fences the
 	// first.
 	TransactionalID string
 	// CheckpointTopic is the compacted topic of checkpoint records.
@@ -118,6 +118,10 @@ type Config struct {
 	// many records (at the end of a PostgreSQL transaction). Default 50000.
 	TransactionMaxRecords int
 }
+
+// DefaultTransactionalID is TransactionalID's default for slot: a second
+// walrelay on the slot fences the first.
+func DefaultTransactionalID(slot string) string { return "walrelay-" + slot }
 
 // DefaultMaxInflightBytes is MaxInflightBytes' default, 16 MiB: about
 // 11,000 outbox records of 300 bytes, which Kafka acknowledges in a few
@@ -171,7 +175,7 @@ func (c Config) withDefaults() Config {
 		c.DeadLetterTopic = "walrelay.dlq"
 	}
 	if c.TransactionalID == "" && c.Source.Slot != "" {
-		c.TransactionalID = "walrelay-" + c.Source.Slot
+		c.TransactionalID = DefaultTransactionalID(c.Source.Slot)
 	}
 	if c.CheckpointTopic == "" {
 		c.CheckpointTopic = DefaultCheckpointTopic

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/internal/httpserve"
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
@@ -72,7 +72,7 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 			return c, -1
 		}
 		printWarnings()
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return nil, exitConfig
 	}
 	if name != "run" {
@@ -89,11 +89,6 @@ func (c *command) pipeline() pipeline.Config {
 // markerConfig is where the slot markers are kept: the sink's Kafka, the
 // --checkpoint-topic.
 func (c *command) markerConfig() kafkastate.Config {
-	return kafkastate.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
+	return kafkastate.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.sc.CheckpointTopic, CreateTopic: c.sc.CreateTopics,
 		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
-}
-
-// http is the HTTP endpoints' configuration.
-func (c *config) http() httpserve.Config {
-	return httpserve.Config{Addr: c.httpAddr, Pprof: c.httpPprof, IdleTimeout: c.httpIdle, MaxConns: c.httpMaxConns}
 }

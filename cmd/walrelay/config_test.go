@@ -16,11 +16,11 @@ func TestEnvironmentFillsFlagsNotGiven(t *testing.T) {
 	if err := kit.Parse(fs, []string{"--publication", "from_flag"}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.slot != "from_env" || cfg.statusInterval != 3*time.Second {
-		t.Errorf("slot %q, status interval %s: the environment was not used", cfg.slot, cfg.statusInterval)
+	if cfg.rc.Slot != "from_env" || cfg.rc.StatusInterval != 3*time.Second {
+		t.Errorf("slot %q, status interval %s: the environment was not used", cfg.rc.Slot, cfg.rc.StatusInterval)
 	}
-	if cfg.publication != "from_flag" {
-		t.Errorf("publication %q: a flag on the command line must win over the environment", cfg.publication)
+	if cfg.rc.Publication != "from_flag" {
+		t.Errorf("publication %q: a flag on the command line must win over the environment", cfg.rc.Publication)
 	}
 }
 

@@ -41,10 +41,10 @@ func TestSlotFailoverFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.slotFailover.mode != tc.want {
-				t.Errorf("mode %q, want %q", cfg.slotFailover.mode, tc.want)
+			if cfg.rc.SlotFailover != tc.want {
+				t.Errorf("mode %q, want %q", cfg.rc.SlotFailover, tc.want)
 			}
-			cfg.pgURL = "postgres://localhost/db"
+			cfg.rc.ConnString = "postgres://localhost/db"
 			rc, _, _, err := cfg.stages()
 			if err != nil {
 				t.Fatal(err)

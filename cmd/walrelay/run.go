@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/pipeline"
@@ -64,7 +65,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	pc.Metrics = m
 	relay, err := pipeline.New(pc, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
 	setMemoryLimit(pc, log)
@@ -86,7 +87,7 @@ func runCmd(args []string, stderr io.Writer) int {
 		select {
 		case <-sigs:
 			log.Warn("second signal: aborting")
-		case <-time.After(cfg.shutdownTimeout + 5*time.Second):
+		case <-time.After(c.rc.ShutdownTimeout + 5*time.Second):
 			log.Warn("shutdown timeout passed: aborting")
 		case <-done:
 		}
@@ -97,8 +98,8 @@ func runCmd(args []string, stderr io.Writer) int {
 	// stop: /readyz says not ready while it drains.
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
-	if cfg.httpAddr != "" {
-		if _, err := httpserve.Serve(hctx, cfg.http(), m.Registry, relay, log); err != nil {
+	if cfg.http.Addr != "" {
+		if _, err := httpserve.Serve(hctx, cfg.http, m.Registry, relay, log); err != nil {
 			log.Error("cannot serve http", zap.Error(err))
 			return exitConfig
 		}

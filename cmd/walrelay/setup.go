@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
@@ -31,19 +32,19 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	cfg, rc := c.cfg, c.rc
-	tables := splitList(cfg.tables)
+	tables := cli.SplitList(cfg.tables)
 	// N.B. the names are checked on every path, --print included (which
 	// tolerates a missing --pg-url): each is written into SQL, the
 	// replication protocol or pg_hba.conf.
-	if err := pgcatalog.SetupNames(cfg.slot, cfg.publication, *role, tables); err != nil {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+	if err := pgcatalog.SetupNames(cfg.rc.Slot, cfg.rc.Publication, *role, tables); err != nil {
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
 	if rc.NoTables {
 		tables = nil // the message source alone: an empty publication
 	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
-	plan, err := pgcatalog.PlanSetup(*role, password, *rotate, cfg.publication, cfg.slot, tables)
+	plan, err := pgcatalog.PlanSetup(*role, password, *rotate, cfg.rc.Publication, cfg.rc.Slot, tables)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
@@ -57,7 +58,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		plan.AddSQL(emit...)
 	}
 	if *print {
-		plan.Script(stdout, cfg.slotFailover.mode != replication.FailoverOff)
+		plan.Script(stdout, rc.SlotFailover != replication.FailoverOff)
 		return exitOK
 	}
 	if *role != "" && password == "" {
@@ -89,7 +90,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
 	}
-	if version >= 170000 && cfg.slotFailover.mode != replication.FailoverOff {
+	if version >= 170000 && rc.SlotFailover != replication.FailoverOff {
 		plan.FailoverSlot()
 	}
 	if code := setupSlotGone(ctx, c, conn, db, stderr); code >= 0 {
@@ -107,7 +108,7 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 // is on --checkpoint-topic, pgcatalog.CheckSlotGone) unless
 // --recreate-missing-slot: exit 3, as run. It returns -1 to go on.
 func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn, db string, stderr io.Writer) int {
-	if exists, err := conn.SlotExists(ctx, c.cfg.slot); err != nil || exists || c.cfg.recreateMissing {
+	if exists, err := conn.SlotExists(ctx, c.cfg.rc.Slot); err != nil || exists || c.rc.RecreateMissingSlot {
 		return -1
 	}
 	mc := c.markerConfig()
@@ -119,7 +120,7 @@ func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn,
 		return -1 // no compacted marker topic: no marker
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.checkpointTopic, err, c.cfg.slot)
+		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.sc.CheckpointTopic, err, c.cfg.rc.Slot)
 		return -1
 	}
 	defer ms.Close()
