@@ -2,7 +2,9 @@ package sink
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/walrelay/walrelay/internal/cli"
 	"strings"
 	"time"
 
@@ -270,4 +272,27 @@ func (c Config) validateExactlyOnce() []error {
 		errs = append(errs, errors.New("--exactly-once needs Kafka: it cannot run with the null sink"))
 	}
 	return errs
+}
+
+// RegisterFlags binds c's fields to walrelay's flags, with the command
+// line's defaults and help (some differ from the zero value's defaults:
+// Linger 5ms, CreateTopics true, MaxCreatedTopics 100). --brokers,
+// --topic-partitions, --topic-replication-factor and
+// --kafka-max-message-bytes are the command's, range-checked before they
+// become Brokers and the others.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	cli.BoolVar(fs, &c.CreateTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
+	fs.StringVar(&c.TopicAllow, "topic-allow", "", "regular expression every record's topic must match as a whole (e.g. 'outbox\\.event\\.[a-z_]+'); an event routed elsewhere is dead-lettered (reason topic_not_allowed) or, with --on-poison=halt, stops walrelay, and its topic is never created (empty: any topic; the dead-letter and checkpoint topics and __* are refused always)")
+	fs.IntVar(&c.MaxCreatedTopics, "max-created-topics", 100, "most topics walrelay creates under --create-topics while it runs; an event whose missing topic would be one more is dead-lettered (reason topic_limit) or halts (0: no cap; existing topics do not count)")
+	cli.SizeVar(fs, &c.MaxInflightBytes, "max-inflight-bytes", DefaultMaxInflightBytes, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
+	fs.StringVar(&c.Compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
+	cli.DurationVar(fs, &c.DeliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may wait for Kafka's acknowledgement after it is handed to the client, retries included, before it fails and streaming restarts from the last confirmed position; a transaction may take longer")
+	cli.DurationVar(fs, &c.Linger, "kafka-linger", 5*time.Millisecond, "how long a partition waits for more records before sending (Java's linger.ms; at most 1m, below --kafka-delivery-timeout; 0: never) while transactions come fast enough for it to gather 10 of them (2,000/s at 5ms); slower, records go as soon as walrelay has caught up with the slot; what lingers goes at once when walrelay waits for room under --max-inflight-bytes")
+	fs.StringVar(&c.OnPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
+	fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
+	cli.BoolVar(fs, &c.ExactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
+	fs.StringVar(&c.CheckpointTopic, "checkpoint-topic", DefaultCheckpointTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
+	fs.StringVar(&c.TransactionalID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
+	cli.DurationVar(fs, &c.TransactionTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
+	cli.DurationVar(fs, &c.CommitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
 }
