@@ -25,7 +25,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.StandbyURL != "" {
 		var err error
-		if _, o.StandbyWarnings, err = replication.TLSPolicy("--pg-standby-url", o.StandbyURL, c.cfg.rc.RequireVerifiedTLS); err != nil {
+		if _, o.StandbyWarnings, err = replication.TLSPolicy("--pg-standby-url", o.StandbyURL, c.cfg.Replication.RequireVerifiedTLS); err != nil {
 			fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 			return exitConfig
 		}
@@ -33,7 +33,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	o.KafkaWarnings = c.cfg.securityWarnings
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	results := pipeline.Check(ctx, c.pipeline(), o)
+	results := pipeline.Check(ctx, c.pc, o)
 	nFailed, nSkipped, nWarned := 0, 0, 0
 	for _, r := range results {
 		switch {
@@ -82,7 +82,7 @@ func standbyFlag(url *string) func(*flag.FlagSet) {
 // (--pg-url was refused by the configuration's validation already.)
 func pgTLSWarnings(c *command, standbyURL string, stderr io.Writer) bool {
 	check := func(what, url string) bool {
-		hosts, warnings, err := replication.TLSPolicy(what, url, c.cfg.rc.RequireVerifiedTLS)
+		hosts, warnings, err := replication.TLSPolicy(what, url, c.cfg.Replication.RequireVerifiedTLS)
 		if err != nil {
 			fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 			return false
@@ -92,7 +92,7 @@ func pgTLSWarnings(c *command, standbyURL string, stderr io.Writer) bool {
 		}
 		return true
 	}
-	if !check("--pg-url", c.rc.ConnString) {
+	if !check("--pg-url", c.pc.Replication.ConnString) {
 		return false
 	}
 	return standbyURL == "" || check("--pg-standby-url", standbyURL)

@@ -41,11 +41,12 @@ func TestSlotFailoverFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.rc.SlotFailover != tc.want {
-				t.Errorf("mode %q, want %q", cfg.rc.SlotFailover, tc.want)
+			if cfg.Replication.SlotFailover != tc.want {
+				t.Errorf("mode %q, want %q", cfg.Replication.SlotFailover, tc.want)
 			}
-			cfg.rc.ConnString = "postgres://localhost/db"
-			rc, _, _, err := cfg.stages()
+			cfg.Replication.ConnString = "postgres://localhost/db"
+			pc, err := cfg.stages()
+			rc := pc.Replication
 			if err != nil {
 				t.Fatal(err)
 			}

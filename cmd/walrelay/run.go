@@ -61,7 +61,7 @@ func runCmd(args []string, stderr io.Writer) int {
 
 	m := metrics.New()
 	m.SetBuildInfo(buildVersion(), runtime.Version())
-	pc := c.pipeline()
+	pc := c.pc
 	pc.Metrics = m
 	relay, err := pipeline.New(pc, log)
 	if err != nil {
@@ -87,7 +87,7 @@ func runCmd(args []string, stderr io.Writer) int {
 		select {
 		case <-sigs:
 			log.Warn("second signal: aborting")
-		case <-time.After(c.rc.ShutdownTimeout + 5*time.Second):
+		case <-time.After(c.pc.Replication.ShutdownTimeout + 5*time.Second):
 			log.Warn("shutdown timeout passed: aborting")
 		case <-done:
 		}

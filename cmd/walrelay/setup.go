@@ -31,12 +31,12 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	cfg, rc := c.cfg, c.rc
-	tables := cli.SplitList(cfg.tables)
+	cfg, rc := c.cfg, c.pc.Replication
+	tables := cli.SplitList(cfg.Tables)
 	// N.B. the names are checked on every path, --print included (which
 	// tolerates a missing --pg-url): each is written into SQL, the
 	// replication protocol or pg_hba.conf.
-	if err := pgcatalog.SetupNames(cfg.rc.Slot, cfg.rc.Publication, *role, tables); err != nil {
+	if err := pgcatalog.SetupNames(cfg.Replication.Slot, cfg.Replication.Publication, *role, tables); err != nil {
 		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
@@ -44,13 +44,13 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		tables = nil // the message source alone: an empty publication
 	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
-	plan, err := pgcatalog.PlanSetup(*role, password, *rotate, cfg.rc.Publication, cfg.rc.Slot, tables)
+	plan, err := pgcatalog.PlanSetup(*role, password, *rotate, cfg.Replication.Publication, cfg.Replication.Slot, tables)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
 	}
 	if rc.Messages {
-		emit, err := pgcatalog.EmitSQL(c.dc)
+		emit, err := pgcatalog.EmitSQL(c.pc.Decode)
 		if err != nil {
 			fmt.Fprintf(stderr, "walrelay: %v\n", err)
 			return exitConfig
@@ -108,10 +108,10 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 // is on --checkpoint-topic, pgcatalog.CheckSlotGone) unless
 // --recreate-missing-slot: exit 3, as run. It returns -1 to go on.
 func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn, db string, stderr io.Writer) int {
-	if exists, err := conn.SlotExists(ctx, c.cfg.rc.Slot); err != nil || exists || c.rc.RecreateMissingSlot {
+	if exists, err := conn.SlotExists(ctx, c.cfg.Replication.Slot); err != nil || exists || c.pc.Replication.RecreateMissingSlot {
 		return -1
 	}
-	mc := c.markerConfig()
+	mc := c.pc.Marker
 	mc.CreateTopic = false
 	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -120,11 +120,11 @@ func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn,
 		return -1 // no compacted marker topic: no marker
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.sc.CheckpointTopic, err, c.cfg.rc.Slot)
+		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.Sink.CheckpointTopic, err, c.cfg.Replication.Slot)
 		return -1
 	}
 	defer ms.Close()
-	err = pgcatalog.CheckSlotGone(ctx, c.rc, db, ms)
+	err = pgcatalog.CheckSlotGone(ctx, c.pc.Replication, db, ms)
 	if gone := (*pgcatalog.SlotGoneError)(nil); errors.As(err, &gone) {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitSlotLost

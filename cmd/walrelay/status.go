@@ -17,7 +17,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	rc := c.rc
+	rc := c.pc.Replication
 	if !pgTLSWarnings(c, standbyURL, stderr) {
 		return exitConfig
 	}
