@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -41,7 +40,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	cfg := c.cfg
 	log := c.log
 	defer log.Sync()
-	log.Info("starting", zap.String("version", buildVersion()), zap.String("go", runtime.Version()))
+	log.Info("starting", zap.String("version", cli.BuildVersion(version)), zap.String("go", runtime.Version()))
 	for _, w := range c.warnings {
 		log.Warn(w)
 	}
@@ -60,7 +59,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 
 	m := metrics.New()
-	m.SetBuildInfo(buildVersion(), runtime.Version())
+	m.SetBuildInfo(cli.BuildVersion(version), runtime.Version())
 	pc := c.pc
 	pc.Metrics = m
 	relay, err := pipeline.New(pc, log)
@@ -68,7 +67,7 @@ func runCmd(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
-	setMemoryLimit(pc, log)
+	pipeline.SetMemoryLimit(pc, log)
 
 	// The first SIGINT/SIGTERM stops gracefully; a second one, or the
 	// shutdown timeout running out, aborts.
@@ -121,20 +120,6 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 	log.Error("stopped on error", zap.Error(err))
 	return exitRuntime
-}
-
-// setMemoryLimit gives the Go runtime a soft memory limit of what the
-// in-flight bounds allow plus headroom (pipeline.Config.MemoryLimit),
-// unless GOMEMLIMIT sets one. Without it the heap may grow to twice what is
-// live before a collection, so a full in-flight window would cost twice its
-// size.
-func setMemoryLimit(pc pipeline.Config, log *zap.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	limit := pc.MemoryLimit()
-	debug.SetMemoryLimit(limit)
-	log.Debug("memory limit", zap.Int64("bytes", limit))
 }
 
 // connectFailed reports a failed PostgreSQL connection of a sub-command:

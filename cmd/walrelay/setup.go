@@ -9,11 +9,9 @@ import (
 	"os"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pgcatalog"
+	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -93,8 +91,17 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if version >= 170000 && rc.SlotFailover != replication.FailoverOff {
 		plan.FailoverSlot()
 	}
-	if code := setupSlotGone(ctx, c, conn, db, stderr); code >= 0 {
-		return code
+	// N.B. a slot walrelay streamed from is not created again: exit 3, as run.
+	warning, err := pipeline.CheckSetupSlot(ctx, c.pc, conn, db)
+	if warning != "" {
+		fmt.Fprintf(stderr, "walrelay: warning: %s\n", warning)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		if gone := (*pgcatalog.SlotGoneError)(nil); errors.As(err, &gone) {
+			return exitSlotLost
+		}
+		return exitRuntime
 	}
 	if err := plan.Apply(ctx, conn, stdout); err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
@@ -102,36 +109,4 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "\n"+pgcatalog.HBALine(*role, pgcatalog.HBADatabase(db)))
 	return exitOK
-}
-
-// setupSlotGone refuses to create a slot walrelay streamed from (its marker
-// is on --checkpoint-topic, pgcatalog.CheckSlotGone) unless
-// --recreate-missing-slot: exit 3, as run. It returns -1 to go on.
-func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn, db string, stderr io.Writer) int {
-	if exists, err := conn.SlotExists(ctx, c.cfg.Replication.Slot); err != nil || exists || c.pc.Replication.RecreateMissingSlot {
-		return -1
-	}
-	mc := c.pc.Marker
-	mc.CreateTopic = false
-	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ms, err := kafkastate.Open(kctx, mc, zap.NewNop())
-	if errors.Is(err, kafkastate.ErrSetup) {
-		return -1 // no compacted marker topic: no marker
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.Sink.CheckpointTopic, err, c.cfg.Replication.Slot)
-		return -1
-	}
-	defer ms.Close()
-	err = pgcatalog.CheckSlotGone(ctx, c.pc.Replication, db, ms)
-	if gone := (*pgcatalog.SlotGoneError)(nil); errors.As(err, &gone) {
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitSlotLost
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitRuntime
-	}
-	return -1
 }
