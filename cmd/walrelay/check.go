@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
@@ -73,27 +71,4 @@ func standbyFlag(url *string) func(*flag.FlagSet) {
 	return func(fs *flag.FlagSet) {
 		fs.StringVar(url, "pg-standby-url", "", "connection string of a physical standby (PostgreSQL 17+): check and status report whether it has the slot synchronized (synced, not temporary, not invalidated) and how far it is behind the primary's")
 	}
-}
-
-// pgTLSWarnings logs, for the commands that run no Preflight (status,
-// setup), the warnings about --pg-url and --pg-standby-url below
-// verify-full on a host other than loopback; a standby URL that
-// --pg-require-verified-tls refuses is printed and false returned (exit 2).
-// (--pg-url was refused by the configuration's validation already.)
-func pgTLSWarnings(c *command, standbyURL string, stderr io.Writer) bool {
-	check := func(what, url string) bool {
-		hosts, warnings, err := replication.TLSPolicy(what, url, c.cfg.Replication.RequireVerifiedTLS)
-		if err != nil {
-			fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
-			return false
-		}
-		for _, w := range warnings {
-			c.log.Warn("postgresql connection not verified: "+w, zap.String("sslmode", hosts[0].Mode))
-		}
-		return true
-	}
-	if !check("--pg-url", c.pc.Replication.ConnString) {
-		return false
-	}
-	return standbyURL == "" || check("--pg-standby-url", standbyURL)
 }

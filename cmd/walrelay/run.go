@@ -105,9 +105,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 	err = relay.Run(ctx)
 	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, context.Canceled):
+	case err == nil || errors.Is(err, context.Canceled):
 		return exitOK
 	case errors.Is(err, replication.ErrSlotLost):
 		log.Error("replication slot lost", zap.Error(err))

@@ -63,7 +63,8 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "walrelay: set WALRELAY_SETUP_ROLE_PASSWORD to the new role's password, or pass --role '' to skip creating a role")
 		return exitConfig
 	}
-	if !pgTLSWarnings(c, "", stderr) {
+	if err := pipeline.LogTLSWarnings(c.pc.Replication, "", c.log); err != nil {
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
 	for _, w := range cfg.securityWarnings {
