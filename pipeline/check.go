@@ -113,10 +113,7 @@ func Check(ctx context.Context, cfg Config, o CheckOptions) []CheckResult {
 		results = append(results, CheckResult{Check: ch})
 	}
 	if sc.ExactlyOnce {
-		if sc.TransactionalID == "" {
-			sc.TransactionalID = sink.DefaultTransactionalID(rc.Slot)
-		}
-		for _, ch := range sink.PreflightExactlyOnce(ctx, sc) {
+		for _, ch := range sink.PreflightExactlyOnce(ctx, sc.WithSlot(rc.Slot)) {
 			results = append(results, CheckResult{Check: ch})
 		}
 	}

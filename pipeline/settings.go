@@ -40,6 +40,8 @@ type Settings struct {
 	// NoKafka: the command does not use Kafka (status): the Kafka security
 	// settings are neither checked nor warned about.
 	NoKafka bool
+	// NullSink is Config.NullSink (the bench build's --bench-null-sink).
+	NullSink bool
 }
 
 // RegisterFlags binds s to walrelay's flags, the stages' included, with the
@@ -152,7 +154,7 @@ func (s *Settings) Config() (Config, []string, error) {
 	if len(sc.Brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
 	}
-	pc := Config{Replication: rc, Decode: dc, Sink: sc, LagWarnBytes: s.LagWarnBytes,
+	pc := Config{Replication: rc, Decode: dc, Sink: sc, LagWarnBytes: s.LagWarnBytes, NullSink: s.NullSink,
 		Marker: kafkastate.Config{Brokers: sc.Brokers, Kafka: sc.Kafka, Topic: sc.CheckpointTopic, CreateTopic: sc.CreateTopics, ReplicationFactor: sc.TopicReplicationFactor}}
 	if err := pc.Validate(); err != nil {
 		errs = append(errs, err)

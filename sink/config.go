@@ -13,11 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/internal/metrics"
-	"github.com/walrelay/walrelay/kafkastate"
 )
 
-// Config configures the Kafka producer. Zero values mean the defaults named.
+// Config configures the Kafka producer: what a user sets, validated.
+// Zero values mean the defaults named. What the sink is handed besides
+// (the tracker, state that outlives it, tests' and benchmarks' switches)
+// is Deps.
 type Config struct {
 	// Brokers are the seed brokers, host:port. Default localhost:9092.
 	Brokers []string
@@ -70,42 +71,26 @@ type Config struct {
 	// route produces.
 	TopicAllow string
 	// MaxCreatedTopics caps the topics walrelay creates (CreateTopics),
-	// counted in CreatedTopics; an event whose missing topic would be one
+	// counted in Deps.CreatedTopics; an event whose missing topic would be one
 	// more is a poison event (reason topic_limit). Topics that exist are
 	// not counted, nor the dead-letter and checkpoint topics. Default 0:
 	// no cap; the command line's default is 100.
 	MaxCreatedTopics int
-	// CreatedTopics counts the topics created for MaxCreatedTopics.
-	// Default nil: the sink's own, which does not outlive it.
-	CreatedTopics *CreatedTopics
 	// Kafka is how the sink's clients reach Kafka: TLS and SASL
 	// (kafkaconn.Security.Resolve). Default zero: plaintext, no SASL.
 	Kafka kafkaconn.Conn
-	// Opts are extra client options (tests' hooks), applied last.
-	Opts []kgo.Opt
-	// Null acknowledges every event at once without Kafka: a benchmark
-	// option that separates decoding from producing. Never for production.
-	Null bool
 	// OnPoison is OnPoisonDeadLetter (default) or OnPoisonHalt.
 	OnPoison string
 	// DeadLetterTopic receives poison events. Default "walrelay.dlq".
 	DeadLetterTopic string
-	// Metrics, if set, counts published, dead-lettered and failed records.
-	Metrics *metrics.Metrics
-	// Isolation carries across restarts the records to produce one at a
-	// time after Kafka rejected a batch of them. Default nil: the sink's
-	// own, which does not outlive it.
-	Isolation *Isolation
 
 	// ExactlyOnce produces inside Kafka transactions with a checkpoint
 	// record, confirming a transaction only after its Kafka transaction
 	// committed (exactlyonce.go). Default false.
 	ExactlyOnce bool
-	// Source names the slot for the checkpoint key; the relay sets it.
-	Source kafkastate.Source
 	// TransactionalID is the producer's transactional.id. Default
-	// DefaultTransactionalID(Source.Slot): a second walrelay on the slot fences the
-	// first.
+	// "walrelay-" + the slot (WithSlot; New takes Deps.Source.Slot): a
+	// second walrelay on the slot fences the first.
 	TransactionalID string
 	// CheckpointTopic is the compacted topic of checkpoint records.
 	// Default "walrelay.checkpoints".
@@ -121,9 +106,16 @@ type Config struct {
 	TransactionMaxRecords int
 }
 
-// DefaultTransactionalID is TransactionalID's default for slot: a second
-// walrelay on the slot fences the first.
-func DefaultTransactionalID(slot string) string { return "walrelay-" + slot }
+// WithSlot returns c with TransactionalID's default for slot when it is
+// unset ("walrelay-" + slot: a second walrelay on the slot fences the
+// first); an empty slot leaves it unset. The one place of that default:
+// New and `walrelay check`'s probe both take it from here.
+func (c Config) WithSlot(slot string) Config {
+	if c.TransactionalID == "" && slot != "" {
+		c.TransactionalID = "walrelay-" + slot
+	}
+	return c
+}
 
 // DefaultMaxInflightBytes is MaxInflightBytes' default, 16 MiB: about
 // 11,000 outbox records of 300 bytes, which Kafka acknowledges in a few
@@ -175,9 +167,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = "walrelay.dlq"
-	}
-	if c.TransactionalID == "" && c.Source.Slot != "" {
-		c.TransactionalID = DefaultTransactionalID(c.Source.Slot)
 	}
 	if c.CheckpointTopic == "" {
 		c.CheckpointTopic = DefaultCheckpointTopic
@@ -267,9 +256,6 @@ func (c Config) validateExactlyOnce() []error {
 	}
 	if c.TransactionMaxRecords < 1 {
 		errs = append(errs, fmt.Errorf("transaction max records %d: want at least 1", c.TransactionMaxRecords))
-	}
-	if c.Null {
-		errs = append(errs, errors.New("--exactly-once needs Kafka: it cannot run with the null sink"))
 	}
 	return errs
 }
