@@ -2,7 +2,9 @@ package decode
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/walrelay/walrelay/internal/cli"
 	"strings"
 
 	"github.com/walrelay/walrelay/decode/connect"
@@ -231,4 +233,27 @@ const (
 type EnvelopeField struct {
 	Column string
 	Alias  string
+}
+
+// RegisterFlags binds c's fields to walrelay's flags, with the command
+// line's defaults and help. --table, --source, --header-columns,
+// --envelope-columns, --nullable-columns and --kafka-max-message-bytes are
+// the command's: it parses them into Tables, HeaderColumns and the others.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.MessagePrefix, "message-prefix", "outbox", "prefix of the logical decoding messages that are events, with --source messages")
+	fs.StringVar(&c.Topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
+	fs.StringVar(&c.IDColumn, "id-column", "id", "column holding the event id (header \"id\")")
+	fs.StringVar(&c.KeyColumn, "key-column", "aggregateid", "column holding the record key")
+	fs.StringVar(&c.PayloadColumn, "payload-column", "payload", "column holding the record value")
+	fs.StringVar(&c.KeyFormat, "key-converter", FormatString, "record key format, as Kafka Connect's key.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false) or json-schema (schemas.enable=true)")
+	fs.StringVar(&c.ValueFormat, "value-converter", FormatString, "record value format, as Kafka Connect's value.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false), json-schema (schemas.enable=true) or bytes (ByteArrayConverter, a bytea payload)")
+	fs.StringVar(&c.TopicRegex, "topic-regex", "", "route like Debezium's route.topic.regex: matched against the whole --route-column value, --topic is then its replacement ($1, ${name}); no match: the value is the topic (empty: --topic is a template)")
+	fs.StringVar(&c.RouteColumn, "route-column", "aggregatetype", "column --topic-regex is matched against (Debezium's route.by.field)")
+	fs.StringVar(&c.PartitionColumn, "partition-column", "", "integer column whose value is the record's partition, NULL: the key hash (Debezium's column:partition placement; a partition the topic lacks makes a poison event)")
+	fs.StringVar(&c.TimestampColumn, "timestamp-column", "", "timestamp (without time zone) column whose value, as UTC, is the record's timestamp, NULL: the commit time (Debezium's table.field.event.timestamp; default: the commit time); a record older than its topic's retention.ms (7 days by default) is deleted by the broker's next retention check, before consumers may read it")
+	cli.BoolVar(fs, &c.ExpandJSONPayload, "expand-json-payload", false, "a payload starting with { or [ is written as the JSON itself, with the schema Debezium infers (Debezium's table.expand.json.payload; needs --value-converter json or json-schema)")
+	cli.BoolVar(fs, &c.ExpandJSONNullAsBytes, "expand-json-null-as-bytes", false, "with --expand-json-payload, a null JSON member gets an optional bytes schema instead of being left out (Debezium's table.json.payload.null.behavior=optional_bytes)")
+	fs.StringVar(&c.SchemaNamePrefix, "debezium-topic-prefix", "", "Debezium's topic.prefix: with --envelope-columns and --value-converter json-schema it begins the value struct's name (PREFIX.SCHEMA.TABLE.ROUTE.Value)")
+	fs.StringVar(&c.SchemaVersionColumn, "schema-version-column", "", "integer column whose value is the version of the value struct's schema with --envelope-columns and --value-converter json-schema (Debezium's table.field.event.schema.version)")
+	cli.BoolVar(fs, &c.TombstoneOnEmptyPayload, "tombstone-on-empty-payload", false, "a NULL or blank payload becomes a tombstone (no value), as Debezium's route.tombstone.on.empty.payload")
 }

@@ -36,7 +36,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	// created depends on its marker. It lives as long as the relay (a
 	// replica waiting for the slot tries every second).
 	ms := r.hist.getStore()
-	if ms == nil && !r.sc.Null { // the benchmark's null sink has no Kafka
+	if ms == nil && !r.nullSink { // the benchmark's null sink has no Kafka
 		var err error
 		if ms, err = kafkastate.Open(ctx, r.mc, r.log); err != nil {
 			return onKafka(err)
@@ -59,15 +59,13 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	}
 	tr := checkpoint.New(st.ConfirmedFlush)
 	sc := r.sc
-	sc.Metrics = r.metrics
-	sc.Isolation = r.iso
-	sc.CreatedTopics = r.topics
+	deps := sink.Deps{Tracker: tr, Metrics: r.metrics, Isolation: r.iso, CreatedTopics: r.topics, Null: r.nullSink}
 	if sc.ExactlyOnce {
-		if sc.Source, err = checkpointSource(ctx, r.rc); err != nil {
+		if deps.Source, err = checkpointSource(ctx, r.rc); err != nil {
 			return onPostgres(err)
 		}
 	}
-	snk, err := sink.New(sc, tr, r.log)
+	snk, err := sink.New(sc, deps, r.log)
 	if err != nil {
 		return err
 	}
@@ -90,7 +88,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	ver := newVerifier(r.rc)
 	stream := replication.New(r.rc, boundedConfirmer{tr, ver}, r.log)
 	if sc.ExactlyOnce {
-		stream.ExpectTimeline(sc.Source.Timeline)
+		stream.ExpectTimeline(deps.Source.Timeline)
 	}
 	r.current.Store(&attemptState{stream: stream, tr: tr, snk: snk})
 	msgs := make(chan []replication.Message, bufferBatches)

@@ -2,7 +2,8 @@
 // with the checkpoint tracker between the sink's acknowledgements and the
 // replication stage's status updates, and a watch loop beside them.
 //
-// Input: the stages' configurations. Output: every committed outbox insert
+// Input: the stages' configurations (or Settings, the user's flags, which
+// Config turns into them; Check runs `walrelay check`'s preflight). Output: every committed outbox insert
 // as a Kafka record, the slot confirmed behind Kafka's acknowledgements,
 // and the relay's health, readiness and gauges.
 // Invariant (the restart rule): any stage error ends the attempt, the Kafka

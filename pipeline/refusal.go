@@ -1,10 +1,7 @@
 package pipeline
 
 import (
-	"errors"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-
+	"github.com/walrelay/walrelay/internal/kafkaconn"
 	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/replication"
 )
@@ -25,7 +22,7 @@ func (e *refusedError) Is(target error) bool { return target == replication.ErrS
 // database, a failed SASL authentication), and what to fix: a setup error
 // while walrelay has never streamed.
 //
-// N.B. classified by SQLSTATE and kerr only. A host that refuses the
+// N.B. classified by SQLSTATE and kerr (kafkaconn.IsAuthFailure) only. A host that refuses the
 // connection, does not resolve or times out is not among them: a server
 // starting after walrelay (compose, Kubernetes) or failing over looks the
 // same, and walrelay retries it (logging that it never connected). Once
@@ -36,7 +33,7 @@ func RefusalHint(err error, connString string) (hint string, ok bool) {
 	if pgcatalog.IsPostgresError(err) {
 		return pgcatalog.LoginRefusal(err, connString)
 	}
-	if errors.Is(err, kerr.SaslAuthenticationFailed) {
+	if kafkaconn.IsAuthFailure(err) {
 		return "Kafka refused the SASL login: fix --kafka-sasl-username and the password (WALRELAY_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file), or --kafka-sasl-mechanism", true
 	}
 	return "", false

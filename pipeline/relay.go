@@ -29,8 +29,8 @@ type Config struct {
 	// Decode configures the decoder. ResolvePartitionRoots is always set: the
 	// relay resolves partitions against the catalog.
 	Decode decode.Config
-	// Sink configures the Kafka producer. Metrics, Isolation and CreatedTopics are set by
-	// the relay.
+	// Sink configures the Kafka producer; its collaborators (sink.Deps:
+	// tracker, metrics, isolation, created topics) are the relay's.
 	Sink sink.Config
 	// LagWarnBytes: log a warning, at most once a minute, while the slot's
 	// lag exceeds this many bytes. Default 0: never.
@@ -42,6 +42,9 @@ type Config struct {
 	// from the running attempt (Metrics.ReadFrom). Default: a registry of
 	// its own, served by nobody.
 	Metrics *metrics.Metrics
+	// NullSink acknowledges every event at once without Kafka (sink.Deps's
+	// Null): the bench build's --bench-null-sink. Never for production.
+	NullSink bool
 }
 
 // Validate reports every problem with the stages' configurations at once.
@@ -54,6 +57,9 @@ func (c Config) Validate() error {
 	}
 	if c.LagWarnBytes < 0 {
 		errs = append(errs, fmt.Errorf("--lag-warn-bytes %d: want 0 (never) or more", c.LagWarnBytes))
+	}
+	if c.NullSink && c.Sink.ExactlyOnce {
+		errs = append(errs, sink.ErrNullExactlyOnce)
 	}
 	return errors.Join(errs...)
 }
@@ -68,6 +74,7 @@ type Relay struct {
 	log          *zap.Logger
 	metrics      *metrics.Metrics
 	lagWarnBytes int64
+	nullSink     bool
 
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
 	current atomic.Pointer[attemptState]
@@ -104,7 +111,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 	}
 	mc := cfg.Marker
 	if len(mc.Brokers) == 0 {
-		mc.Brokers, mc.Kafka, mc.Opts = cfg.Sink.Brokers, cfg.Sink.Kafka, cfg.Sink.Opts
+		mc.Brokers, mc.Kafka = cfg.Sink.Brokers, cfg.Sink.Kafka
 	}
 	r := &Relay{
 		rc:           cfg.Replication.WithDefaults(),
@@ -114,6 +121,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 		log:          log,
 		metrics:      m,
 		lagWarnBytes: cfg.LagWarnBytes,
+		nullSink:     cfg.NullSink,
 		abort:        make(chan struct{}),
 		iso:          sink.NewIsolation(),
 		topics:       sink.NewCreatedTopics(),
@@ -282,28 +290,3 @@ func cause(err error) string {
 	}
 	return "other"
 }
-
-// MemoryLimit is the Go memory a relay of cfg needs: what
-// Sink.MaxInflightBytes and the replication buffer bound, plus headroom.
-func (c Config) MemoryLimit() int64 {
-	inflight := c.Sink.MaxInflightBytes
-	if inflight == 0 {
-		inflight = sink.DefaultMaxInflightBytes
-	}
-	return int64(inflight) + replication.BufferBytes + memoryHeadroom
-}
-
-// memoryHeadroom is the Go memory walrelay needs besides what
-// --max-inflight-bytes and the replication buffer bound: the transaction
-// part being produced (1 MiB), the produce request being written, clients,
-// metrics, stacks, and room for the collector.
-//
-// N.B. the in-flight bytes count what records really hold (decode copies
-// their bytes out of the replication message), so the live heap stays
-// under this limit and the collector does not run back to back: with
-// --max-inflight-bytes 4 MiB and Kafka throttled it ran as often as
-// without a limit (TestMemoryBoundPerRowShape, GOMEMLIMIT=off to compare).
-// Before, a record pointing into a 50 KB row held 50 KB for 1.4 KiB
-// counted, the heap outgrew the limit and collections took 40-80% of the
-// CPU.
-const memoryHeadroom = 16 << 20

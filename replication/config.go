@@ -3,7 +3,9 @@ package replication
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/walrelay/walrelay/internal/cli"
 	"regexp"
 	"strings"
 	"time"
@@ -217,6 +219,34 @@ const (
 	FailoverOff FailoverMode = "off"
 )
 
+// IsBoolFlag, String and Set make a FailoverMode the flag --slot-failover:
+// unset (auto), true or false; a bare --slot-failover is true.
+func (m *FailoverMode) IsBoolFlag() bool { return true }
+
+func (m *FailoverMode) String() string {
+	switch *m {
+	case FailoverOn:
+		return "true"
+	case FailoverOff:
+		return "false"
+	}
+	return "auto"
+}
+
+func (m *FailoverMode) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "auto", "":
+		*m = FailoverAuto
+	case "true", "1", "on", "t":
+		*m = FailoverOn
+	case "false", "0", "off", "f":
+		*m = FailoverOff
+	default:
+		return fmt.Errorf("want true, false or auto")
+	}
+	return nil
+}
+
 // History is where walrelay remembers the slots it has streamed from, so that
 // a slot that disappeared is never taken for a new one. The pipeline keeps it
 // (a marker record on a compacted Kafka topic); pgcatalog.Prepare only reads it.
@@ -225,4 +255,22 @@ type History interface {
 	// database on the system (IDENTIFY_SYSTEM's systemid), when it was
 	// recorded, and whether there is a record.
 	LastConfirmed(ctx context.Context, system, database, slot string) (lsn pglogrepl.LSN, at time.Time, found bool, err error)
+}
+
+// RegisterFlags binds c's fields to walrelay's flags, with the command
+// line's defaults and help: the help texts are the manual's (the release
+// test compares them with the previous release's).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ConnString, "pg-url", "", "PostgreSQL connection string (URL or key=value); the replication connection is derived from it")
+	fs.StringVar(&c.Publication, "publication", "walrelay", "publication to stream")
+	fs.StringVar(&c.Slot, "slot", "walrelay", "logical replication slot (pgoutput)")
+	cli.BoolVar(fs, &c.Create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true)) and the slot when missing")
+	cli.DurationVar(fs, &c.StatusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL: 100ms or more, below half of the server's wal_sender_timeout (0 is refused)")
+	cli.DurationVar(fs, &c.ReadWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency), while messages come at 6 or more per wait (over 100 ms); a quieter stream is read at once, and so is a Unix socket; 0: always read at once")
+	cli.DurationVar(fs, &c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements (more than 0; a second signal stops at once)")
+	cli.SizeVar(fs, &c.MaxMessageBytes, "pg-max-message-bytes", DefaultMaxMessageBytes, "largest replication message accepted from PostgreSQL, i.e. one outbox row with all its columns; a larger row stops walrelay (exit 2) before it is read, and receiving one costs about twice its size in memory")
+	cli.BoolVar(fs, &c.RecreateLostSlot, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
+	fs.Var(&c.SlotFailover, "slot-failover", "create the slot as a failover slot, synchronized to standbys with sync_replication_slots, and make an existing one such a slot before streaming (PostgreSQL 17+; auto: on 17+, off before; true on an older server is refused)")
+	cli.BoolVar(fs, &c.RecreateMissingSlot, "recreate-missing-slot", false, "create the slot again when it is missing although walrelay streamed from it (dropped, or lost in a failover): events committed since its last confirmed position are LOST; use once, after deciding to accept that gap")
+	cli.BoolVar(fs, &c.RequireVerifiedTLS, "pg-require-verified-tls", true, "refuse to start (exit 2) when a PostgreSQL host other than loopback (localhost, 127.0.0.0/8, ::1, a socket) is not reached with sslmode=verify-full, in --pg-url and --pg-standby-url; false: connect anyway and log a warning")
 }

@@ -109,7 +109,7 @@ func (e *exactlyOnce) init(ctx context.Context) error {
 		}
 		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
 	}
-	end, last, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
+	end, last, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.deps.Source)
 	if err != nil {
 		return err
 	}
@@ -123,8 +123,8 @@ func (e *exactlyOnce) init(ctx context.Context) error {
 	s.metrics.Checkpoint(uint64(cp), uint64(cp))
 	s.log.Info("exactly-once: checkpoint read; transactions ending at or before it are not produced again",
 		zap.String("transactional_id", s.cfg.TransactionalID), zap.String("topic", s.cfg.CheckpointTopic),
-		zap.String("key", kafkastate.CheckpointKey(s.cfg.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
-		zap.Int32("timeline", s.cfg.Source.Timeline), zap.Stringer("skip_bound", cp))
+		zap.String("key", kafkastate.CheckpointKey(s.deps.Source)), zap.Stringer("end_lsn", end), zap.Int32("checkpoint_timeline", tli),
+		zap.Int32("timeline", s.deps.Source.Timeline), zap.Stringer("skip_bound", cp))
 	return nil
 }
 
@@ -134,5 +134,5 @@ func (s *Sink) baseOpts() []kgo.Opt {
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ClientID(s.cfg.ClientID),
 		kgo.WithLogger(zapLogger{l: s.log.Named("kgo")}),
-	}, s.cfg.Opts...)
+	}, s.deps.Opts...)
 }

@@ -82,9 +82,9 @@ func (e *exactlyOnce) commit(ctx context.Context) error {
 		return nil
 	}
 	if len(e.txs) > 0 {
-		r := kafkastate.CheckpointRecord(s.cfg.CheckpointTopic, s.cfg.Source, kafkastate.Checkpoint{
-			Slot: s.cfg.Source.Slot, Database: s.cfg.Source.Database, SystemIdentifier: s.cfg.Source.SystemID,
-			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), Timeline: s.cfg.Source.Timeline, TransactionalID: s.cfg.TransactionalID,
+		r := kafkastate.CheckpointRecord(s.cfg.CheckpointTopic, s.deps.Source, kafkastate.Checkpoint{
+			Slot: s.deps.Source.Slot, Database: s.deps.Source.Database, SystemIdentifier: s.deps.Source.SystemID,
+			EndLSN: e.lastEnd.String(), CommitLSN: e.lastCom.String(), Timeline: s.deps.Source.Timeline, TransactionalID: s.cfg.TransactionalID,
 			Transactions: len(e.txs), Records: e.records, WrittenAt: time.Now().UTC(),
 		})
 		// N.B. timed by the watchdog like any record.

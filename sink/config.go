@@ -2,7 +2,9 @@ package sink
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/walrelay/walrelay/internal/cli"
 	"strings"
 	"time"
 
@@ -11,11 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/internal/metrics"
-	"github.com/walrelay/walrelay/kafkastate"
 )
 
-// Config configures the Kafka producer. Zero values mean the defaults named.
+// Config configures the Kafka producer: what a user sets, validated.
+// Zero values mean the defaults named. What the sink is handed besides
+// (the tracker, state that outlives it, tests' and benchmarks' switches)
+// is Deps.
 type Config struct {
 	// Brokers are the seed brokers, host:port. Default localhost:9092.
 	Brokers []string
@@ -68,42 +71,26 @@ type Config struct {
 	// route produces.
 	TopicAllow string
 	// MaxCreatedTopics caps the topics walrelay creates (CreateTopics),
-	// counted in CreatedTopics; an event whose missing topic would be one
+	// counted in Deps.CreatedTopics; an event whose missing topic would be one
 	// more is a poison event (reason topic_limit). Topics that exist are
 	// not counted, nor the dead-letter and checkpoint topics. Default 0:
 	// no cap; the command line's default is 100.
 	MaxCreatedTopics int
-	// CreatedTopics counts the topics created for MaxCreatedTopics.
-	// Default nil: the sink's own, which does not outlive it.
-	CreatedTopics *CreatedTopics
 	// Kafka is how the sink's clients reach Kafka: TLS and SASL
 	// (kafkaconn.Security.Resolve). Default zero: plaintext, no SASL.
 	Kafka kafkaconn.Conn
-	// Opts are extra client options (tests' hooks), applied last.
-	Opts []kgo.Opt
-	// Null acknowledges every event at once without Kafka: a benchmark
-	// option that separates decoding from producing. Never for production.
-	Null bool
 	// OnPoison is OnPoisonDeadLetter (default) or OnPoisonHalt.
 	OnPoison string
 	// DeadLetterTopic receives poison events. Default "walrelay.dlq".
 	DeadLetterTopic string
-	// Metrics, if set, counts published, dead-lettered and failed records.
-	Metrics *metrics.Metrics
-	// Isolation carries across restarts the records to produce one at a
-	// time after Kafka rejected a batch of them. Default nil: the sink's
-	// own, which does not outlive it.
-	Isolation *Isolation
 
 	// ExactlyOnce produces inside Kafka transactions with a checkpoint
 	// record, confirming a transaction only after its Kafka transaction
 	// committed (exactlyonce.go). Default false.
 	ExactlyOnce bool
-	// Source names the slot for the checkpoint key; the relay sets it.
-	Source kafkastate.Source
 	// TransactionalID is the producer's transactional.id. Default
-	// "walrelay-" + Source.Slot: a second walrelay on the slot fences the
-	// first.
+	// "walrelay-" + the slot (WithSlot; New takes Deps.Source.Slot): a
+	// second walrelay on the slot fences the first.
 	TransactionalID string
 	// CheckpointTopic is the compacted topic of checkpoint records.
 	// Default "walrelay.checkpoints".
@@ -117,6 +104,17 @@ type Config struct {
 	// TransactionMaxRecords commits a Kafka transaction once it holds this
 	// many records (at the end of a PostgreSQL transaction). Default 50000.
 	TransactionMaxRecords int
+}
+
+// WithSlot returns c with TransactionalID's default for slot when it is
+// unset ("walrelay-" + slot: a second walrelay on the slot fences the
+// first); an empty slot leaves it unset. The one place of that default:
+// New and `walrelay check`'s probe both take it from here.
+func (c Config) WithSlot(slot string) Config {
+	if c.TransactionalID == "" && slot != "" {
+		c.TransactionalID = "walrelay-" + slot
+	}
+	return c
 }
 
 // DefaultMaxInflightBytes is MaxInflightBytes' default, 16 MiB: about
@@ -169,9 +167,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = "walrelay.dlq"
-	}
-	if c.TransactionalID == "" && c.Source.Slot != "" {
-		c.TransactionalID = "walrelay-" + c.Source.Slot
 	}
 	if c.CheckpointTopic == "" {
 		c.CheckpointTopic = DefaultCheckpointTopic
@@ -262,8 +257,28 @@ func (c Config) validateExactlyOnce() []error {
 	if c.TransactionMaxRecords < 1 {
 		errs = append(errs, fmt.Errorf("transaction max records %d: want at least 1", c.TransactionMaxRecords))
 	}
-	if c.Null {
-		errs = append(errs, errors.New("--exactly-once needs Kafka: it cannot run with the null sink"))
-	}
 	return errs
+}
+
+// RegisterFlags binds c's fields to walrelay's flags, with the command
+// line's defaults and help (some differ from the zero value's defaults:
+// Linger 5ms, CreateTopics true, MaxCreatedTopics 100). --brokers,
+// --topic-partitions, --topic-replication-factor and
+// --kafka-max-message-bytes are the command's, range-checked before they
+// become Brokers and the others.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	cli.BoolVar(fs, &c.CreateTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
+	fs.StringVar(&c.TopicAllow, "topic-allow", "", "regular expression every record's topic must match as a whole (e.g. 'outbox\\.event\\.[a-z_]+'); an event routed elsewhere is dead-lettered (reason topic_not_allowed) or, with --on-poison=halt, stops walrelay, and its topic is never created (empty: any topic; the dead-letter and checkpoint topics and __* are refused always)")
+	fs.IntVar(&c.MaxCreatedTopics, "max-created-topics", 100, "most topics walrelay creates under --create-topics while it runs; an event whose missing topic would be one more is dead-lettered (reason topic_limit) or halts (0: no cap; existing topics do not count)")
+	cli.SizeVar(fs, &c.MaxInflightBytes, "max-inflight-bytes", DefaultMaxInflightBytes, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
+	fs.StringVar(&c.Compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
+	cli.DurationVar(fs, &c.DeliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may wait for Kafka's acknowledgement after it is handed to the client, retries included, before it fails and streaming restarts from the last confirmed position; a transaction may take longer")
+	cli.DurationVar(fs, &c.Linger, "kafka-linger", 5*time.Millisecond, "how long a partition waits for more records before sending (Java's linger.ms; at most 1m, below --kafka-delivery-timeout; 0: never) while transactions come fast enough for it to gather 10 of them (2,000/s at 5ms); slower, records go as soon as walrelay has caught up with the slot; what lingers goes at once when walrelay waits for room under --max-inflight-bytes")
+	fs.StringVar(&c.OnPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
+	fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
+	cli.BoolVar(fs, &c.ExactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
+	fs.StringVar(&c.CheckpointTopic, "checkpoint-topic", DefaultCheckpointTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
+	fs.StringVar(&c.TransactionalID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
+	cli.DurationVar(fs, &c.TransactionTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
+	cli.DurationVar(fs, &c.CommitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
 }

@@ -109,7 +109,7 @@ func newExactlyOnce(s *Sink) *exactlyOnce {
 // start ensures the checkpoint topic and starts the committer.
 func (e *exactlyOnce) start(ctx context.Context) error {
 	s := e.s
-	if s.cfg.Source.Slot == "" {
+	if s.deps.Source.Slot == "" {
 		return fmt.Errorf("%w: no slot named for the checkpoint", ErrExactlyOnceSetup)
 	}
 	if err := s.ensureCheckpointTopic(ctx); err != nil {

@@ -9,11 +9,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/kafkastate"
 )
 
 func TestExactlyOnceConfig(t *testing.T) {
-	base := Config{ExactlyOnce: true, Source: kafkastate.Source{Slot: "s1"}}
+	base := Config{ExactlyOnce: true}
 	cases := []struct {
 		name string
 		mod  func(*Config)
@@ -22,7 +25,6 @@ func TestExactlyOnceConfig(t *testing.T) {
 		{"defaults", func(*Config) {}, ""},
 		{"timeout not above the delivery timeout", func(c *Config) { c.TransactionTimeout = time.Minute; c.DeliveryTimeout = time.Minute }, "is not above --kafka-delivery-timeout"},
 		{"commit interval above a quarter of the timeout", func(c *Config) { c.CommitInterval = 2 * time.Minute }, "--transaction-commit-interval"},
-		{"null sink", func(c *Config) { c.Null = true }, "null sink"},
 		{"bad checkpoint topic", func(c *Config) { c.CheckpointTopic = "a b" }, "checkpoint topic"},
 	}
 	for _, c := range cases {
@@ -38,7 +40,11 @@ func TestExactlyOnceConfig(t *testing.T) {
 			}
 		})
 	}
-	if got := base.withDefaults(); got.TransactionalID != "walrelay-s1" || got.CheckpointTopic != "walrelay.checkpoints" || got.TransactionTimeout != 5*time.Minute {
+	// N.B. the null sink is a collaborator's switch (Deps), refused by New.
+	if _, err := New(base, Deps{Tracker: checkpoint.New(start), Null: true}, zap.NewNop()); !errors.Is(err, ErrNullExactlyOnce) || !strings.Contains(err.Error(), "null sink") {
+		t.Errorf("New with the null sink and exactly-once: %v, want ErrNullExactlyOnce", err)
+	}
+	if got := base.WithSlot("s1").withDefaults(); got.TransactionalID != "walrelay-s1" || got.CheckpointTopic != "walrelay.checkpoints" || got.TransactionTimeout != 5*time.Minute {
 		t.Errorf("defaults: transactional id %q, checkpoint topic %q, timeout %s; want walrelay-s1, walrelay.checkpoints, 5m",
 			got.TransactionalID, got.CheckpointTopic, got.TransactionTimeout)
 	}
@@ -49,7 +55,7 @@ func TestExactlyOnceConfig(t *testing.T) {
 // transaction committed.
 func TestExactlyOnceWatermarkWaitsForTheCommit(t *testing.T) {
 	c := newCluster(t)
-	s, tr := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
+	s, tr := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *sinkSetup) {
 		cfg.ExactlyOnce = true
 		cfg.Source = kafkastate.Source{Slot: "s1", Database: "db", SystemID: "1"}
 		cfg.CommitInterval = 2 * time.Minute
@@ -72,14 +78,14 @@ func TestExactlyOnceWatermarkWaitsForTheCommit(t *testing.T) {
 	if tr.Watermark() != end {
 		t.Fatalf("after the commit the watermark is %s, want %s", tr.Watermark(), end)
 	}
-	cp, _, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.cfg.Source)
+	cp, _, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.deps.Source)
 	if err != nil || cp != end {
 		t.Fatalf("checkpoint %s, %v; want %s", cp, err, end)
 	}
 	// A transaction the checkpoint covers is confirmed without a record.
-	s2, tr2 := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
+	s2, tr2 := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *sinkSetup) {
 		cfg.ExactlyOnce = true
-		cfg.Source = s.cfg.Source
+		cfg.Source = s.deps.Source
 	})
 	if err := s2.Produce(ctx, tx(1, end, event("t", "a", "1"), event("t", "b", "2"))); err != nil {
 		t.Fatal(err)
@@ -99,7 +105,7 @@ func TestExactlyOnceRejectedRecordHalts(t *testing.T) {
 	rejectTopic(t, c, "strict", kerr.InvalidRecord.Code)
 	iso := NewIsolation()
 	ctx := context.Background()
-	eos := func(cfg *Config) {
+	eos := func(cfg *sinkSetup) {
 		cfg.Isolation = iso
 		cfg.ExactlyOnce = true
 		cfg.Source = kafkastate.Source{Slot: "s1", Database: "db", SystemID: "1"}

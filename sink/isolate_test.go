@@ -50,7 +50,7 @@ func nothingWrittenAfterARejectedBatch(t *testing.T, level zapcore.Level) {
 	core, logs := observer.New(level)
 	cfg := Config{Brokers: c.ListenAddrs(), CreateTopics: true, TopicPartitions: 1, DeliveryTimeout: time.Minute, MaxMessageBytes: 10000, Compression: "none"}
 	tr := checkpoint.New(start)
-	s, err := New(cfg, tr, zap.New(core))
+	s, err := New(cfg, Deps{Tracker: tr}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

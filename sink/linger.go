@@ -24,7 +24,7 @@ const lingerWorth = 10
 // 0.15-0.19 s, the broker's CPU for unbatched requests having saturated the
 // box (bench/results/2026-12-01-203951-vm-linger0.md and the three after).
 func (s *Sink) Send() {
-	if !s.lingering || s.cfg.Linger <= 0 || s.cfg.Null || s.rate.Busy(time.Now()) {
+	if !s.lingering || s.cfg.Linger <= 0 || s.deps.Null || s.rate.Busy(time.Now()) {
 		return
 	}
 	s.lingering = false
@@ -53,7 +53,7 @@ var doneCtx = func() context.Context {
 // runs. The flush ends by itself once every record is acknowledged (or
 // failed, as when the client is closed).
 func (s *Sink) sendLingering() {
-	if !s.lingering || s.cfg.Linger <= 0 || s.cfg.Null {
+	if !s.lingering || s.cfg.Linger <= 0 || s.deps.Null {
 		return
 	}
 	s.lingering = false

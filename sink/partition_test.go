@@ -14,7 +14,7 @@ import (
 // timestamp of its own replaces the commit time.
 func TestExplicitPartitionAndTimestamp(t *testing.T) {
 	c := newCluster(t)
-	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute, func(c *Config) { c.TopicPartitions = 6 })
+	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute, func(c *sinkSetup) { c.TopicPartitions = 6 })
 	ctx := context.Background()
 	stamp := time.UnixMilli(1796137445123)
 	var evs []decode.Event

@@ -24,7 +24,7 @@ type Probe func(ctx context.Context, adm *kadm.Client) preflight.Check
 func Preflight(ctx context.Context, cfg Config, probes ...Probe) []preflight.Check {
 	cfg = cfg.withDefaults()
 	brokers := strings.Join(cfg.Brokers, ",")
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, append(cfg.Kafka.Opts(), cfg.Opts...)...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.Kafka.Opts()...)...)
 	if err != nil {
 		return []preflight.Check{{Name: "reach Kafka", Err: err}}
 	}
@@ -67,7 +67,7 @@ func PreflightExactlyOnce(ctx context.Context, cfg Config) []preflight.Check {
 	probe := cfg.TransactionalID + ".check"
 	txn := preflight.Check{Name: "Kafka transactions"}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID(probe), kgo.TransactionTimeout(cfg.TransactionTimeout)}, append(cfg.Kafka.Opts(), cfg.Opts...)...)...)
+		kgo.TransactionalID(probe), kgo.TransactionTimeout(cfg.TransactionTimeout)}, cfg.Kafka.Opts()...)...)
 	if err != nil {
 		txn.Err = err
 		return []preflight.Check{txn}

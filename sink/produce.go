@@ -30,7 +30,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if err := s.beginPart(tx); err != nil {
 		return err
 	}
-	if s.cfg.Null {
+	if s.deps.Null {
 		return s.produceNull(tx)
 	}
 	defer s.sealHandoff()

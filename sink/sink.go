@@ -25,6 +25,7 @@ import (
 // Sink produces events. Produce is called from one goroutine.
 type Sink struct {
 	cfg     Config
+	deps    Deps // Opts with the Kafka connection's first (baseOpts)
 	log     *zap.Logger
 	cl      *kgo.Client
 	adm     *kadm.Client
@@ -79,11 +80,14 @@ type Sink struct {
 }
 
 // New builds a client; it does not connect until Ping or Produce.
-func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
+func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	if deps.Null && cfg.ExactlyOnce {
+		return nil, ErrNullExactlyOnce
+	}
+	cfg = cfg.WithSlot(deps.Source.Slot).withDefaults()
 	log = log.Named("sink")
 	limits := &topicLimits{def: cfg.MaxMessageBytes}
 	held, hold := context.WithCancel(context.Background())
@@ -123,7 +127,7 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		kgo.MaxBufferedBytes(cfg.MaxInflightBytes),
 		kgo.MaxBufferedRecords(1 << 30),
 		kgo.ProducerLinger(cfg.Linger),
-		kgo.WithHooks(kafkaHook{cfg.Metrics}),
+		kgo.WithHooks(kafkaHook{deps.Metrics}),
 	}
 	if cfg.Compression == "lz4" {
 		opts = append(opts, kgo.WithCompressor(newLz4Compressor()))
@@ -136,8 +140,8 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	}
 	// N.B. TLS and SASL first in Opts, which every client of the sink
 	// takes (baseOpts).
-	cfg.Opts = append(cfg.Kafka.Opts(), cfg.Opts...)
-	opts = append(opts, cfg.Opts...)
+	deps.Opts = append(cfg.Kafka.Opts(), deps.Opts...)
+	opts = append(opts, deps.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		hold()
@@ -145,11 +149,12 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 	}
 	s = &Sink{
 		cfg:        cfg,
+		deps:       deps,
 		log:        log,
 		cl:         cl,
 		adm:        kadm.NewClient(cl),
-		tracker:    tr,
-		metrics:    cfg.Metrics,
+		tracker:    deps.Tracker,
+		metrics:    deps.Metrics,
 		known:      make(map[string]int32),
 		partitions: make(map[string]int32),
 		failed:     make(chan struct{}),
@@ -160,8 +165,8 @@ func New(cfg Config, tr *checkpoint.Tracker, log *zap.Logger) (*Sink, error) {
 		limits:     limits,
 		handoffAge: cfg.DeliveryTimeout / 16,
 		rate:       rate.PerWait(lingerWorth, cfg.Linger),
-		iso:        cfg.Isolation,
-		created:    cfg.CreatedTopics,
+		iso:        deps.Isolation,
+		created:    deps.CreatedTopics,
 	}
 	s.allow, _ = compileTopicAllow(cfg.TopicAllow) // checked by Validate
 	if s.created == nil {
@@ -210,7 +215,7 @@ func (s *Sink) watchdog() {
 // Start checks that a broker answers and that the dead-letter topic
 // exists (creating it if allowed).
 func (s *Sink) Start(ctx context.Context) error {
-	if s.cfg.Null {
+	if s.deps.Null {
 		return nil
 	}
 	if err := s.cl.Ping(ctx); err != nil {
@@ -226,7 +231,7 @@ func (s *Sink) Start(ctx context.Context) error {
 
 // Ping checks that a broker answers.
 func (s *Sink) Ping(ctx context.Context) error {
-	if s.cfg.Null {
+	if s.deps.Null {
 		return nil
 	}
 	return s.cl.Ping(ctx)

@@ -26,21 +26,28 @@ import (
 
 const start = pglogrepl.LSN(0x1000)
 
-func newSink(t *testing.T, c *kfake.Cluster, onPoison string, timeout time.Duration, opts ...func(*Config)) (*Sink, *checkpoint.Tracker) {
+// sinkSetup is what newSink's options change: the settings and the
+// collaborators.
+type sinkSetup struct {
+	Config
+	Deps
+}
+
+func newSink(t *testing.T, c *kfake.Cluster, onPoison string, timeout time.Duration, opts ...func(*sinkSetup)) (*Sink, *checkpoint.Tracker) {
 	t.Helper()
 	tr := checkpoint.New(start)
-	cfg := Config{
+	cfg := sinkSetup{Config: Config{
 		Brokers:         c.ListenAddrs(),
 		CreateTopics:    true,
 		TopicPartitions: 2,
 		OnPoison:        onPoison,
 		DeliveryTimeout: timeout,
 		MaxMessageBytes: 10000,
-	}
+	}, Deps: Deps{Tracker: tr}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s, err := New(cfg, tr, zap.NewNop())
+	s, err := New(cfg.Config, cfg.Deps, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +254,7 @@ func TestBatchRejectionIsolatesTheRecordAtFault(t *testing.T) {
 			c := newCluster(t)
 			rejectKey(t, c, "strict", []byte("bad-key"), code)
 			iso := NewIsolation()
-			none := func(cfg *Config) { cfg.Compression = "none"; cfg.Isolation = iso }
+			none := func(cfg *sinkSetup) { cfg.Compression = "none"; cfg.Isolation = iso }
 			txs := []*decode.Tx{
 				tx(1, start+100, event("strict", "k1", "id1"), event("strict", "k1", "id2")),
 				tx(2, start+200, event("strict", "k1", "id3"), event("strict", "bad-key", "id-bad"), event("strict", "k1", "id4")),
@@ -274,9 +281,9 @@ func TestBatchRejectionIsolatesTheRecordAtFault(t *testing.T) {
 
 			// The relay's next attempt: from the confirmed position.
 			tr2 := checkpoint.New(confirmed)
-			cfg := Config{Brokers: c.ListenAddrs(), CreateTopics: true, TopicPartitions: 1, DeliveryTimeout: time.Minute, MaxMessageBytes: 10000}
+			cfg := sinkSetup{Config: Config{Brokers: c.ListenAddrs(), CreateTopics: true, TopicPartitions: 1, DeliveryTimeout: time.Minute, MaxMessageBytes: 10000}, Deps: Deps{Tracker: tr2}}
 			none(&cfg)
-			s2, err := New(cfg, tr2, zap.NewNop())
+			s2, err := New(cfg.Config, cfg.Deps, zap.NewNop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -330,14 +337,14 @@ func TestHaltOnARejectedRecordKeepsTheWatermark(t *testing.T) {
 	rejectTopic(t, c, "strict", kerr.InvalidRecord.Code)
 	iso := NewIsolation()
 	ctx := context.Background()
-	s1, tr := newSink(t, c, OnPoisonHalt, time.Minute, func(cfg *Config) { cfg.Isolation = iso })
+	s1, tr := newSink(t, c, OnPoisonHalt, time.Minute, func(cfg *sinkSetup) { cfg.Isolation = iso })
 	if err := s1.Produce(ctx, tx(1, start+100, event("strict", "k", "id"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitFailed(t, s1); !errors.Is(err, ErrBatchRejected) {
 		t.Fatalf("first sink: %v, want ErrBatchRejected", err)
 	}
-	s2, tr2 := newSink(t, c, OnPoisonHalt, time.Minute, func(cfg *Config) { cfg.Isolation = iso })
+	s2, tr2 := newSink(t, c, OnPoisonHalt, time.Minute, func(cfg *sinkSetup) { cfg.Isolation = iso })
 	err := s2.Produce(ctx, tx(1, start+100, event("strict", "k", "id")))
 	if !errors.Is(err, ErrPoison) || !errors.Is(err, kerr.InvalidRecord) {
 		t.Errorf("isolating sink: %v, want ErrPoison wrapping INVALID_RECORD", err)
@@ -361,7 +368,7 @@ func TestTopicLimitCapsBatches(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, "small"); err != nil {
 		t.Fatal(err)
 	}
-	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute, func(cfg *Config) {
+	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute, func(cfg *sinkSetup) {
 		cfg.Compression = "none"
 		cfg.MaxMessageBytes = 1 << 20
 		cfg.MaxInflightBytes = 64 << 20
@@ -498,7 +505,7 @@ func TestHaltOnAPoisonEvent(t *testing.T) {
 func TestInflightBytesBoundProduce(t *testing.T) {
 	c := newCluster(t)
 	const limit = 10000
-	s, tr := newSink(t, c, OnPoisonDeadLetter, 3*time.Second, func(cfg *Config) { cfg.MaxInflightBytes = limit })
+	s, tr := newSink(t, c, OnPoisonDeadLetter, 3*time.Second, func(cfg *sinkSetup) { cfg.MaxInflightBytes = limit })
 	rejectTopic(t, c, "stuck", kerr.NotEnoughReplicas.Code)
 	produced := make(chan int, 100)
 	done := make(chan error, 1)
@@ -572,7 +579,7 @@ func waitWatermark(t *testing.T, tr *checkpoint.Tracker, want pglogrepl.LSN, wha
 func lingeringSink(t *testing.T) (*kfake.Cluster, *Sink, *checkpoint.Tracker) {
 	t.Helper()
 	c := newCluster(t)
-	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *Config) { cfg.Linger = time.Minute })
+	s, tr := newSink(t, c, OnPoisonDeadLetter, 2*time.Minute, func(cfg *sinkSetup) { cfg.Linger = time.Minute })
 	if err := s.Produce(context.Background(), tx(1, start+100, event("orders", "k0", "id0"))); err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func skipBound(src kafkastate.Source, cp pglogrepl.LSN, cpTLI int32) (pglogrepl.
 // checkpointBound is skipBound of the sink's source, logged when it lowers
 // the checkpoint.
 func (s *Sink) checkpointBound(cp pglogrepl.LSN, cpTLI int32) pglogrepl.LSN {
-	src := s.cfg.Source
+	src := s.deps.Source
 	bound, cov := skipBound(src, cp, cpTLI)
 	switch cov {
 	case sharedPart:

@@ -71,7 +71,7 @@ func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	src := kafkastate.Source{Slot: "s1", Database: "db", SystemID: "1", Timeline: 1}
-	s1, _ := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
+	s1, _ := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *sinkSetup) {
 		cfg.ExactlyOnce = true
 		cfg.Source = src
 	})
@@ -98,7 +98,7 @@ func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	}
 	src2 := src
 	src2.Timeline, src2.TimelineEnds = 2, ends
-	s2, tr2 := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *Config) {
+	s2, tr2 := newSink(t, c, OnPoisonDeadLetter, 10*time.Second, func(cfg *sinkSetup) {
 		cfg.ExactlyOnce = true
 		cfg.Source = src2
 		cfg.CommitInterval = 2 * time.Minute

@@ -15,7 +15,7 @@ import (
 func init() {
 	benchFlags = func(fs *flag.FlagSet, cfg *config) {
 		fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "BENCH BUILD ONLY: write a Go CPU profile to this file until exit")
-		fs.BoolVar(&cfg.benchNullSink, "bench-null-sink", false, "BENCH BUILD ONLY: acknowledge events without sending them to Kafka, confirming the slot past them (events are dropped)")
+		fs.BoolVar(&cfg.NullSink, "bench-null-sink", false, "BENCH BUILD ONLY: acknowledge events without sending them to Kafka, confirming the slot past them (events are dropped)")
 	}
 	startProfile = func(path string) (func(), error) {
 		f, err := os.Create(path)

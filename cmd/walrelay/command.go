@@ -7,21 +7,16 @@ import (
 	"io"
 	"strings"
 
-	"github.com/walrelay/walrelay/decode"
-	"github.com/walrelay/walrelay/internal/httpserve"
-	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pipeline"
-	"github.com/walrelay/walrelay/replication"
-	"github.com/walrelay/walrelay/sink"
 	"go.uber.org/zap"
 )
 
 // command is a parsed sub-command: its flags and the stages' configuration.
 type command struct {
 	cfg config
-	rc  replication.Config
-	dc  decode.Config
-	sc  sink.Config
+	// pc is the relay's configuration, the stages' effective values.
+	pc pipeline.Config
 	// invalid holds the configuration mistakes when parseCommand was asked
 	// to tolerate them (setup --print needs no server).
 	invalid error
@@ -39,7 +34,7 @@ type command struct {
 // mistake (2, printed to stderr).
 func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet), tolerate func() bool) (*command, int) {
 	c := &command{warnings: envWarnings(), log: zap.NewNop()}
-	c.cfg.noKafka = name == "status"
+	c.cfg.NoKafka = name == "status"
 	fs := newFlagSet(name, &c.cfg)
 	if extra != nil {
 		extra(fs)
@@ -62,7 +57,7 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 		return nil, exitConfig
 	}
 	var err error
-	c.rc, c.dc, c.sc, err = c.cfg.stages()
+	c.pc, err = c.cfg.stages()
 	if l, lerr := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr); lerr == nil {
 		c.log = l
 	}
@@ -72,28 +67,11 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 			return c, -1
 		}
 		printWarnings()
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return nil, exitConfig
 	}
 	if name != "run" {
 		printWarnings()
 	}
 	return c, -1
-}
-
-// pipeline is the relay's configuration: the stages' and what runs them.
-func (c *command) pipeline() pipeline.Config {
-	return pipeline.Config{Replication: c.rc, Decode: c.dc, Sink: c.sc, LagWarnBytes: c.cfg.lagWarnBytes, Marker: c.markerConfig()}
-}
-
-// markerConfig is where the slot markers are kept: the sink's Kafka, the
-// --checkpoint-topic.
-func (c *command) markerConfig() kafkastate.Config {
-	return kafkastate.Config{Brokers: c.sc.Brokers, Kafka: c.sc.Kafka, Topic: c.cfg.checkpointTopic, CreateTopic: c.sc.CreateTopics,
-		ReplicationFactor: c.sc.TopicReplicationFactor, Version: version}
-}
-
-// http is the HTTP endpoints' configuration.
-func (c *config) http() httpserve.Config {
-	return httpserve.Config{Addr: c.httpAddr, Pprof: c.httpPprof, IdleTimeout: c.httpIdle, MaxConns: c.httpMaxConns}
 }

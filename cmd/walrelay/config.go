@@ -4,118 +4,24 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/internal/kafkaconn"
-	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/pipeline"
-	"github.com/walrelay/walrelay/replication"
-	"github.com/walrelay/walrelay/sink"
 )
 
-// config is everything `walrelay run` is told.
+// config is everything `walrelay run` is told: the relay's settings
+// (pipeline.Settings, the stages' included) and the command's own.
 type config struct {
-	pgURL           string
-	publication     string
-	slot            string
-	tables          string
-	source          string
-	messagePrefix   string
-	create          bool
-	brokers         string
-	topic           string
-	createTopics    bool
-	topicAllow      string
-	maxCreated      int
-	topicPartitions int
-	topicRF         int
-	idColumn        string
-	keyColumn       string
-	payloadColumn   string
-	headerColumns   string
-	statusInterval  time.Duration
-	readWait        time.Duration
-	pgMaxMessage    int
-	shutdownTimeout time.Duration
-	maxInflight     int
-	compression     string
-	deliveryTimeout time.Duration
-	maxMessageBytes int
-	linger          time.Duration
-	logLevel        string
-	logFormat       string
-	benchNullSink   bool   // bench build only (bench.go)
-	cpuProfile      string // bench build only (bench.go)
-	httpAddr        string
-	httpPprof       bool
-	httpIdle        time.Duration
-	httpMaxConns    int
-	onPoison        string
-	dlqTopic        string
-	lagWarnBytes    int64
-	recreateLost    bool
-	kafka           kafkaconn.Security
-	pgURLFile       string
-	exactlyOnce     bool
-	checkpointTopic string
-	txnID           string
-	txnTimeout      time.Duration
-	commitInterval  time.Duration
-	slotFailover    failoverFlag
-	recreateMissing bool
-	// Debezium drop-in (issue 15): converter formats and router options.
-	keyConverter, valueConverter string
-	nullableColumns              string
-	envelopeColumns              string
-	topicRegex, routeColumn      string
-	tombstoneOnEmpty             bool
-
-	// Issue 17: --pg-require-verified-tls.
-	pgVerifiedTLS bool
-	// noKafka: the command does not use Kafka (status): its Kafka
-	// security settings are neither checked nor warned about.
-	noKafka bool
+	pipeline.Settings
+	http                httpserve.Config
+	logLevel, logFormat string
+	cpuProfile          string // bench build only (bench.go)
 	// securityWarnings are about what the settings leave unprotected
 	// (Kafka SASL without TLS), for the commands that use Kafka to log.
-	securityWarnings            []string
-	partitionColumn             string
-	timestampColumn             string
-	expandJSON, expandNullBytes bool
-	schemaPrefix, versionColumn string
-}
-
-// failoverFlag is --slot-failover: unset (auto), true or false; a bare
-// --slot-failover is true.
-type failoverFlag struct{ mode replication.FailoverMode }
-
-func (f *failoverFlag) IsBoolFlag() bool { return true }
-func (f *failoverFlag) String() string {
-	switch f.mode {
-	case replication.FailoverOn:
-		return "true"
-	case replication.FailoverOff:
-		return "false"
-	}
-	return "auto"
-}
-func (f *failoverFlag) Set(s string) error {
-	switch strings.ToLower(s) {
-	case "auto", "":
-		f.mode = replication.FailoverAuto
-	case "true", "1", "on", "t":
-		f.mode = replication.FailoverOn
-	case "false", "0", "off", "f":
-		f.mode = replication.FailoverOff
-	default:
-		return fmt.Errorf("want true, false or auto")
-	}
-	return nil
+	securityWarnings []string
 }
 
 // envPrefix + the flag name in upper case with '-' as '_' is each flag's
@@ -134,72 +40,11 @@ var benchFlags func(fs *flag.FlagSet, cfg *config)
 
 func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.StringVar(&cfg.pgURL, "pg-url", "", "PostgreSQL connection string (URL or key=value); the replication connection is derived from it")
-	fs.StringVar(&cfg.publication, "publication", "walrelay", "publication to stream")
-	fs.StringVar(&cfg.slot, "slot", "walrelay", "logical replication slot (pgoutput)")
-	fs.StringVar(&cfg.tables, "table", "public.outbox", "outbox table, schema-qualified; a comma list makes every listed table an outbox")
-	fs.StringVar(&cfg.source, "source", "tables", "where events come from: tables (inserts into --table), messages (pg_logical_emit_message(true, --message-prefix, json) in the WAL alone; PostgreSQL 14+) or tables,messages")
-	fs.StringVar(&cfg.messagePrefix, "message-prefix", "outbox", "prefix of the logical decoding messages that are events, with --source messages")
-	boolVar(fs, &cfg.create, "create", true, "create the publication (FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true)) and the slot when missing")
-	fs.StringVar(&cfg.brokers, "brokers", "localhost:9092", "Kafka seed brokers, comma-separated host:port")
-	fs.StringVar(&cfg.topic, "topic", "outbox.event.${aggregatetype}", "topic template over column names")
-	boolVar(fs, &cfg.createTopics, "create-topics", true, "create a missing topic through the admin API before its first record")
-	fs.StringVar(&cfg.topicAllow, "topic-allow", "", "regular expression every record's topic must match as a whole (e.g. 'outbox\\.event\\.[a-z_]+'); an event routed elsewhere is dead-lettered (reason topic_not_allowed) or, with --on-poison=halt, stops walrelay, and its topic is never created (empty: any topic; the dead-letter and checkpoint topics and __* are refused always)")
-	fs.IntVar(&cfg.maxCreated, "max-created-topics", 100, "most topics walrelay creates under --create-topics while it runs; an event whose missing topic would be one more is dead-lettered (reason topic_limit) or halts (0: no cap; existing topics do not count)")
-	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 6, "partitions of created topics")
-	fs.IntVar(&cfg.topicRF, "topic-replication-factor", -1, "replication factor of created topics (-1: the broker's default)")
-	fs.StringVar(&cfg.idColumn, "id-column", "id", "column holding the event id (header \"id\")")
-	fs.StringVar(&cfg.keyColumn, "key-column", "aggregateid", "column holding the record key")
-	fs.StringVar(&cfg.payloadColumn, "payload-column", "payload", "column holding the record value")
-	fs.StringVar(&cfg.headerColumns, "header-columns", "", "extra headers as column:header pairs, comma-separated (e.g. type:eventType)")
-	durationVar(fs, &cfg.statusInterval, "status-interval", 10*time.Second, "longest time between two status updates to PostgreSQL: 100ms or more, below half of the server's wal_sender_timeout (0 is refused)")
-	durationVar(fs, &cfg.readWait, "pg-read-wait", time.Millisecond, "after a read that empties the replication socket, wait this long before the next, so a backlog arrives in large reads (less CPU for walrelay and the walsender; adds at most this latency), while messages come at 6 or more per wait (over 100 ms); a quieter stream is read at once, and so is a Unix socket; 0: always read at once")
-	durationVar(fs, &cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to wait for outstanding Kafka acknowledgements (more than 0; a second signal stops at once)")
-	sizeVar(fs, &cfg.pgMaxMessage, "pg-max-message-bytes", replication.DefaultMaxMessageBytes, "largest replication message accepted from PostgreSQL, i.e. one outbox row with all its columns; a larger row stops walrelay (exit 2) before it is read, and receiving one costs about twice its size in memory")
-	sizeVar(fs, &cfg.maxInflight, "max-inflight-bytes", sink.DefaultMaxInflightBytes, "bytes of records buffered or in flight to Kafka (key, value and headers plus 1 KiB each) before reading from PostgreSQL pauses; bounds memory")
-	fs.StringVar(&cfg.compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
-	durationVar(fs, &cfg.deliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may wait for Kafka's acknowledgement after it is handed to the client, retries included, before it fails and streaming restarts from the last confirmed position; a transaction may take longer")
-	sizeVar(fs, &cfg.maxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes (a topic whose max.message.bytes is smaller gets batches of that size)")
-	durationVar(fs, &cfg.linger, "kafka-linger", 5*time.Millisecond, "how long a partition waits for more records before sending (Java's linger.ms; at most 1m, below --kafka-delivery-timeout; 0: never) while transactions come fast enough for it to gather 10 of them (2,000/s at 5ms); slower, records go as soon as walrelay has caught up with the slot; what lingers goes at once when walrelay waits for room under --max-inflight-bytes")
-	fs.StringVar(&cfg.onPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
-	fs.StringVar(&cfg.dlqTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
-	fs.StringVar(&cfg.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
-	durationVar(fs, &cfg.httpIdle, "http-idle-timeout", 30*time.Second, "close an HTTP keep-alive connection after it has been idle this long (more than 0)")
-	fs.IntVar(&cfg.httpMaxConns, "http-max-connections", 64, "most connections --http-addr keeps open; at the limit a new one closes the one idle (or sending its headers) the longest")
-	boolVar(fs, &cfg.httpPprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
-	size64Var(fs, &cfg.lagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
-	boolVar(fs, &cfg.recreateLost, "recreate-lost-slot", false, "DROP and re-create the slot if PostgreSQL invalidated it (wal_status lost): events committed while it was behind are LOST and never relayed")
-	fs.Var(&cfg.slotFailover, "slot-failover", "create the slot as a failover slot, synchronized to standbys with sync_replication_slots, and make an existing one such a slot before streaming (PostgreSQL 17+; auto: on 17+, off before; true on an older server is refused)")
-	boolVar(fs, &cfg.recreateMissing, "recreate-missing-slot", false, "create the slot again when it is missing although walrelay streamed from it (dropped, or lost in a failover): events committed since its last confirmed position are LOST; use once, after deciding to accept that gap")
-	boolVar(fs, &cfg.kafka.TLS, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
-	fs.StringVar(&cfg.kafka.CAFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
-	fs.StringVar(&cfg.kafka.CertFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
-	fs.StringVar(&cfg.kafka.KeyFile, "kafka-tls-key-file", "", "PEM private key of the client certificate")
-	fs.StringVar(&cfg.kafka.ServerName, "kafka-tls-server-name", "", "host name to verify in the brokers' certificates (default: the host dialed)")
-	fs.StringVar(&cfg.kafka.Mechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL)")
-	fs.StringVar(&cfg.kafka.Username, "kafka-sasl-username", "", "SASL user")
-	fs.StringVar(&cfg.kafka.PasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set WALRELAY_KAFKA_SASL_PASSWORD; there is no password flag)")
-	fs.StringVar(&cfg.pgURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
-	boolVar(fs, &cfg.pgVerifiedTLS, "pg-require-verified-tls", true, "refuse to start (exit 2) when a PostgreSQL host other than loopback (localhost, 127.0.0.0/8, ::1, a socket) is not reached with sslmode=verify-full, in --pg-url and --pg-standby-url; false: connect anyway and log a warning")
-	boolVar(fs, &cfg.kafka.AllowPlainWithoutTLS, "kafka-allow-sasl-plain-without-tls", false, "let --kafka-sasl-mechanism PLAIN send the password in the clear when Kafka is reached without --kafka-tls (for a network that protects the connection itself); without it that is refused (exit 2)")
-	boolVar(fs, &cfg.exactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see README, Exactly-once)")
-	fs.StringVar(&cfg.checkpointTopic, "checkpoint-topic", kafkastate.DefaultTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")
-	fs.StringVar(&cfg.txnID, "transactional-id", "", "Kafka transactional.id with --exactly-once (default walrelay-<slot>): a second walrelay with the same id fences the first")
-	durationVar(fs, &cfg.txnTimeout, "kafka-transaction-timeout", 5*time.Minute, "Kafka transaction.timeout.ms with --exactly-once: above --kafka-delivery-timeout, at most the broker's transaction.max.timeout.ms (default 15m); a PostgreSQL transaction not relayed within 3/4 of it stops walrelay (exit 2)")
-	durationVar(fs, &cfg.commitInterval, "transaction-commit-interval", 100*time.Millisecond, "with --exactly-once, how long a Kafka transaction gathers whole PostgreSQL transactions before it commits (more throughput, more latency)")
-	fs.StringVar(&cfg.keyConverter, "key-converter", decode.FormatString, "record key format, as Kafka Connect's key.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false) or json-schema (schemas.enable=true)")
-	fs.StringVar(&cfg.valueConverter, "value-converter", decode.FormatString, "record value format, as Kafka Connect's value.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false), json-schema (schemas.enable=true) or bytes (ByteArrayConverter, a bytea payload)")
-	fs.StringVar(&cfg.nullableColumns, "nullable-columns", "payload", "columns declared without NOT NULL, comma-separated: json-schema writes \"optional\":true for them (Debezium reads it from the catalog)")
-	fs.StringVar(&cfg.envelopeColumns, "envelope-columns", "", "make the value {\"payload\":...,ALIAS:column...} with these column:alias pairs, comma-separated (Debezium's column:envelope:alias placement; needs --value-converter json)")
-	fs.StringVar(&cfg.topicRegex, "topic-regex", "", "route like Debezium's route.topic.regex: matched against the whole --route-column value, --topic is then its replacement ($1, ${name}); no match: the value is the topic (empty: --topic is a template)")
-	fs.StringVar(&cfg.routeColumn, "route-column", "aggregatetype", "column --topic-regex is matched against (Debezium's route.by.field)")
-	fs.StringVar(&cfg.partitionColumn, "partition-column", "", "integer column whose value is the record's partition, NULL: the key hash (Debezium's column:partition placement; a partition the topic lacks makes a poison event)")
-	fs.StringVar(&cfg.timestampColumn, "timestamp-column", "", "timestamp (without time zone) column whose value, as UTC, is the record's timestamp, NULL: the commit time (Debezium's table.field.event.timestamp; default: the commit time); a record older than its topic's retention.ms (7 days by default) is deleted by the broker's next retention check, before consumers may read it")
-	boolVar(fs, &cfg.expandJSON, "expand-json-payload", false, "a payload starting with { or [ is written as the JSON itself, with the schema Debezium infers (Debezium's table.expand.json.payload; needs --value-converter json or json-schema)")
-	boolVar(fs, &cfg.expandNullBytes, "expand-json-null-as-bytes", false, "with --expand-json-payload, a null JSON member gets an optional bytes schema instead of being left out (Debezium's table.json.payload.null.behavior=optional_bytes)")
-	fs.StringVar(&cfg.schemaPrefix, "debezium-topic-prefix", "", "Debezium's topic.prefix: with --envelope-columns and --value-converter json-schema it begins the value struct's name (PREFIX.SCHEMA.TABLE.ROUTE.Value)")
-	fs.StringVar(&cfg.versionColumn, "schema-version-column", "", "integer column whose value is the version of the value struct's schema with --envelope-columns and --value-converter json-schema (Debezium's table.field.event.schema.version)")
-	boolVar(fs, &cfg.tombstoneOnEmpty, "tombstone-on-empty-payload", false, "a NULL or blank payload becomes a tombstone (no value), as Debezium's route.tombstone.on.empty.payload")
+	cfg.RegisterFlags(fs)
+	fs.StringVar(&cfg.http.Addr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: none)")
+	cli.DurationVar(fs, &cfg.http.IdleTimeout, "http-idle-timeout", 30*time.Second, "close an HTTP keep-alive connection after it has been idle this long (more than 0)")
+	fs.IntVar(&cfg.http.MaxConns, "http-max-connections", 64, "most connections --http-addr keeps open; at the limit a new one closes the one idle (or sending its headers) the longest")
+	cli.BoolVar(fs, &cfg.http.Pprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
 	if benchFlags != nil {
@@ -208,210 +53,27 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	return fs
 }
 
-// durationVar and the others are cli's, under the names newFlagSet,
-// check.go and security.go call.
-var (
-	durationVar = cli.DurationVar
-	boolVar     = cli.BoolVar
-	sizeVar     = cli.SizeVar
-	size64Var   = cli.Size64Var
-	splitList   = cli.SplitList
-	indent      = cli.Indent
-)
-
-// stages turns the flags into the stages' configurations, reporting every
+// stages turns the flags into the relay's configuration, reporting every
 // mistake at once.
-func (c *config) stages() (replication.Config, decode.Config, sink.Config, error) {
-	var errs []error
-	tables := splitList(c.tables)
-	fromTables, fromMessages, err := parseSource(c.source)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(tables) == 0 && fromTables {
-		errs = append(errs, errors.New("--table is empty: name at least one outbox table"))
-	}
-	if c.messagePrefix == "" {
-		errs = append(errs, errors.New("--message-prefix is empty: name the prefix the application's messages carry (default outbox)"))
-	}
-	var headers []decode.HeaderColumn
-	for _, p := range splitList(c.headerColumns) {
-		col, hdr, ok := strings.Cut(p, ":")
-		if !ok || col == "" || hdr == "" {
-			errs = append(errs, fmt.Errorf("--header-columns %q: want column:header pairs, e.g. type:eventType", p))
-			continue
-		}
-		headers = append(headers, decode.HeaderColumn{Column: col, Header: hdr})
-	}
-	if c.topicPartitions < 1 || c.topicPartitions > 1<<20 {
-		errs = append(errs, fmt.Errorf("--topic-partitions %d: want at least 1", c.topicPartitions))
-	}
-	if c.topicRF < -1 || c.topicRF == 0 || c.topicRF > 32767 {
-		errs = append(errs, fmt.Errorf("--topic-replication-factor %d: want -1 (broker default) or at least 1", c.topicRF))
-	}
-	if c.maxMessageBytes < 1024 || c.maxMessageBytes > 1<<30 {
-		errs = append(errs, fmt.Errorf("--kafka-max-message-bytes %d: want 1024 to 1073741824", c.maxMessageBytes))
-	}
-	if c.pgURLFile != "" {
-		b, err := os.ReadFile(c.pgURLFile)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("--pg-url-file: %w", err))
-		case c.pgURL != "":
-			errs = append(errs, errors.New("--pg-url and --pg-url-file are both set: keep one"))
-		default:
-			c.pgURL = strings.TrimSpace(string(b))
-		}
-	}
+func (c *config) stages() (pipeline.Config, error) {
 	// N.B. the SASL password comes from the environment or a file, never
 	// from a flag, so that it never shows in a process list.
-	c.kafka.Password = os.Getenv(envName("kafka-sasl-password"))
-	var kafkaConn kafkaconn.Conn
-	if !c.noKafka {
-		conn, warnings, err := c.kafka.Resolve()
-		if err != nil {
-			errs = append(errs, err)
-		}
-		kafkaConn = conn
-		c.securityWarnings = append(c.securityWarnings, warnings...)
-	}
-	// N.B. 0 is refused here rather than read as "the default": the
-	// replication stage would default it while the rest of walrelay used it
-	// raw, and a status interval or shutdown wait of nothing is a mistake.
-	if c.statusInterval == 0 {
-		errs = append(errs, errors.New("--status-interval 0s: want 100ms or more (default 10s), below half of the server's wal_sender_timeout"))
-	}
-	if c.shutdownTimeout == 0 {
-		errs = append(errs, errors.New("--shutdown-timeout 0s: want more than 0 (default 30s): how long a graceful stop waits for Kafka's acknowledgements; a second SIGINT/SIGTERM stops at once"))
-	}
-	if c.pgMaxMessage == 0 {
-		errs = append(errs, fmt.Errorf("--pg-max-message-bytes 0: want %d to %d (default %d)", replication.MinMaxMessageBytes, replication.MaxMaxMessageBytes, replication.DefaultMaxMessageBytes))
-	}
-	// N.B. the stages and the relay around them (watch loop, health, drain)
-	// all read these effective values.
-	rc := replication.Config{
-		ConnString:          c.pgURL,
-		Slot:                c.slot,
-		Publication:         c.publication,
-		Tables:              tables,
-		Create:              c.create,
-		StatusInterval:      c.statusInterval,
-		ShutdownTimeout:     c.shutdownTimeout,
-		RecreateLostSlot:    c.recreateLost,
-		MaxMessageBytes:     c.pgMaxMessage,
-		ReadWait:            c.readWait,
-		SlotFailover:        c.slotFailover.mode,
-		RecreateMissingSlot: c.recreateMissing,
-		RequireVerifiedTLS:  c.pgVerifiedTLS,
-		Messages:            fromMessages,
-		NoTables:            !fromTables,
-	}.WithDefaults()
-	dc := decode.Config{
-		Tables:         tables,
-		IDColumn:       c.idColumn,
-		KeyColumn:      c.keyColumn,
-		PayloadColumn:  c.payloadColumn,
-		HeaderColumns:  headers,
-		Topic:          c.topic,
-		MaxRecordBytes: c.maxMessageBytes,
-
-		KeyFormat:               c.keyConverter,
-		ValueFormat:             c.valueConverter,
-		NullableColumns:         splitList(c.nullableColumns),
-		TopicRegex:              c.topicRegex,
-		RouteColumn:             c.routeColumn,
-		TombstoneOnEmptyPayload: c.tombstoneOnEmpty,
-
-		Messages:              fromMessages,
-		MessagePrefix:         c.messagePrefix,
-		NoTables:              !fromTables,
-		PartitionColumn:       c.partitionColumn,
-		TimestampColumn:       c.timestampColumn,
-		ExpandJSONPayload:     c.expandJSON,
-		ExpandJSONNullAsBytes: c.expandNullBytes,
-		SchemaNamePrefix:      c.schemaPrefix,
-		SchemaVersionColumn:   c.versionColumn,
-	}
-	for _, p := range splitList(c.envelopeColumns) {
-		col, alias, ok := strings.Cut(p, ":")
-		if !ok || col == "" || alias == "" {
-			errs = append(errs, fmt.Errorf("--envelope-columns %q: want column:alias pairs, e.g. type:eventType", p))
-			continue
-		}
-		dc.EnvelopeFields = append(dc.EnvelopeFields, decode.EnvelopeField{Column: col, Alias: alias})
-	}
-	// N.B. a bad template is reported by dc.Validate.
-	if mapped, err := pipeline.MappedColumns(dc); err == nil {
-		rc.Columns = slices.Sorted(maps.Keys(mapped))
-	}
-	sc := sink.Config{
-		Brokers:                splitList(c.brokers),
-		Compression:            c.compression,
-		DeliveryTimeout:        c.deliveryTimeout,
-		MaxInflightBytes:       c.maxInflight,
-		MaxMessageBytes:        int32(c.maxMessageBytes),
-		Linger:                 c.linger,
-		CreateTopics:           c.createTopics,
-		TopicAllow:             c.topicAllow,
-		MaxCreatedTopics:       c.maxCreated,
-		TopicPartitions:        int32(c.topicPartitions),
-		TopicReplicationFactor: int16(c.topicRF),
-		Null:                   c.benchNullSink,
-		OnPoison:               c.onPoison,
-		DeadLetterTopic:        c.dlqTopic,
-		Kafka:                  kafkaConn,
-		ExactlyOnce:            c.exactlyOnce,
-		CheckpointTopic:        c.checkpointTopic,
-		TransactionalID:        c.txnID,
-		TransactionTimeout:     c.txnTimeout,
-		CommitInterval:         c.commitInterval,
-	}
-	if sc.TransactionalID == "" {
-		sc.TransactionalID = "walrelay-" + c.slot
-	}
-	if len(sc.Brokers) == 0 {
-		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
-	}
-	for _, v := range []interface{ Validate() error }{rc, dc, sc} {
-		if err := v.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	c.Kafka.Password = os.Getenv(envName("kafka-sasl-password"))
+	pc, warnings, err := c.Config()
+	c.securityWarnings = append(c.securityWarnings, warnings...)
+	pc.Marker.Version = version
+	errs := []error{err}
 	if _, err := parseLevel(c.logLevel); err != nil {
 		errs = append(errs, err)
 	}
-	if c.lagWarnBytes < 0 {
-		errs = append(errs, fmt.Errorf("--lag-warn-bytes %d: want 0 (never) or more", c.lagWarnBytes))
+	if c.http.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--http-idle-timeout %s: want more than 0 (default 30s)", c.http.IdleTimeout))
 	}
-	if c.checkpointTopic == "" {
-		errs = append(errs, fmt.Errorf("--checkpoint-topic is empty: name a compacted topic (default %s)", kafkastate.DefaultTopic))
-	}
-	if c.httpIdle <= 0 {
-		errs = append(errs, fmt.Errorf("--http-idle-timeout %s: want more than 0 (default 30s)", c.httpIdle))
-	}
-	if c.httpMaxConns < 1 {
-		errs = append(errs, fmt.Errorf("--http-max-connections %d: want at least 1 (default 64)", c.httpMaxConns))
+	if c.http.MaxConns < 1 {
+		errs = append(errs, fmt.Errorf("--http-max-connections %d: want at least 1 (default 64)", c.http.MaxConns))
 	}
 	if c.logFormat != "json" && c.logFormat != "console" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", c.logFormat))
 	}
-	return rc, dc, sc, errors.Join(errs...)
-}
-
-// parseSource reads --source: tables, messages, or both comma-separated.
-func parseSource(s string) (tables, messages bool, err error) {
-	for _, p := range splitList(s) {
-		switch p {
-		case "tables":
-			tables = true
-		case "messages":
-			messages = true
-		default:
-			return false, false, fmt.Errorf("--source %q: want tables, messages or tables,messages", s)
-		}
-	}
-	if !tables && !messages {
-		return false, false, fmt.Errorf("--source %q: want tables, messages or tables,messages", s)
-	}
-	return tables, messages, nil
+	return pc, errors.Join(errs...)
 }

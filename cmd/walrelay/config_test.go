@@ -16,11 +16,11 @@ func TestEnvironmentFillsFlagsNotGiven(t *testing.T) {
 	if err := kit.Parse(fs, []string{"--publication", "from_flag"}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.slot != "from_env" || cfg.statusInterval != 3*time.Second {
-		t.Errorf("slot %q, status interval %s: the environment was not used", cfg.slot, cfg.statusInterval)
+	if cfg.Replication.Slot != "from_env" || cfg.Replication.StatusInterval != 3*time.Second {
+		t.Errorf("slot %q, status interval %s: the environment was not used", cfg.Replication.Slot, cfg.Replication.StatusInterval)
 	}
-	if cfg.publication != "from_flag" {
-		t.Errorf("publication %q: a flag on the command line must win over the environment", cfg.publication)
+	if cfg.Replication.Publication != "from_flag" {
+		t.Errorf("publication %q: a flag on the command line must win over the environment", cfg.Replication.Publication)
 	}
 }
 
@@ -32,7 +32,7 @@ func TestEveryMistakeIsReportedAtOnce(t *testing.T) {
 	if err := kit.Parse(fs, args, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err := cfg.stages()
+	_, err := cfg.stages()
 	if err == nil {
 		t.Fatal("no error")
 	}

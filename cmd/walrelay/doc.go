@@ -16,7 +16,8 @@
 //
 // Invariant: main holds no business logic: it parses the configuration,
 // builds the logger, the metrics and the relay, runs it, and maps its error
-// to an exit code. The flag kit is internal/cli, the HTTP server
-// internal/httpserve, setup's and status's SQL pgcatalog's, and
+// to an exit code. The settings and their flags are pipeline.Settings's,
+// check's checks pipeline.Check's, setup's and status's SQL pgcatalog's,
+// the flag kit internal/cli, the HTTP server and probe internal/httpserve,
 // import-debezium's translation debezium's; main only wires them.
 package main

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -39,4 +40,13 @@ func TestFlagReference(t *testing.T) {
 		return
 	}
 	t.Errorf("docs/configuration.md's flag reference is out of date: run go test ./cmd/walrelay -run FlagReference -update\n--- docs/configuration.md\n%s\n--- flags\n%s", got, want)
+}
+
+// flagsMarkdown renders the configuration reference: every flag of
+// `walrelay run` with its environment variable and default, and the
+// variables that are no flag. The README embeds it between markers, and a
+// test fails when the two drift.
+func flagsMarkdown() string {
+	return kit.Markdown(newFlagSet("run", &config{})) +
+		fmt.Sprintf("| — | `%s` | — | Kafka SASL password (never a flag) |\n", envName("kafka-sasl-password"))
 }

@@ -17,8 +17,8 @@ func stagesOf(t *testing.T, args ...string) (replication.Config, error) {
 	if err := kit.Parse(fs, append([]string{"--pg-url", "postgres://localhost/db"}, args...), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	rc, _, _, err := cfg.stages()
-	return rc, err
+	pc, err := cfg.stages()
+	return pc.Replication, err
 }
 
 func TestZeroDurationsAreRefused(t *testing.T) {

@@ -41,11 +41,12 @@ func TestSlotFailoverFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.slotFailover.mode != tc.want {
-				t.Errorf("mode %q, want %q", cfg.slotFailover.mode, tc.want)
+			if cfg.Replication.SlotFailover != tc.want {
+				t.Errorf("mode %q, want %q", cfg.Replication.SlotFailover, tc.want)
 			}
-			cfg.pgURL = "postgres://localhost/db"
-			rc, _, _, err := cfg.stages()
+			cfg.Replication.ConnString = "postgres://localhost/db"
+			pc, err := cfg.stages()
+			rc := pc.Replication
 			if err != nil {
 				t.Fatal(err)
 			}

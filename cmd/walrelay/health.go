@@ -5,11 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"strings"
-	"time"
+
+	"github.com/walrelay/walrelay/internal/httpserve"
 )
 
 // healthCmd probes a running walrelay's HTTP endpoint; for container
@@ -29,29 +27,24 @@ func healthCmd(args []string, stdout, stderr io.Writer) int {
 	// N.B. the address run serves on, from the same variable, so that a
 	// container's health check follows WALRELAY_HTTP_ADDR.
 	if addr, ok := os.LookupEnv(envName("http-addr")); ok && !given {
-		host, port, err := net.SplitHostPort(addr)
-		switch {
-		case addr == "":
+		if addr == "" {
 			fmt.Fprintf(stderr, "walrelay health: %s is empty, so walrelay serves no endpoint to probe: set it, or pass --url\n", envName("http-addr"))
 			return exitConfig
-		case err != nil:
+		}
+		u, err := httpserve.ReadyURL(addr)
+		if err != nil {
 			fmt.Fprintf(stderr, "walrelay health: %s=%q: want host:port or :port: %v\n", envName("http-addr"), addr, err)
 			return exitConfig
-		case host == "" || host == "0.0.0.0" || host == "::":
-			host = "127.0.0.1"
 		}
-		*url = "http://" + net.JoinHostPort(host, port) + "/readyz"
+		*url = u
 	}
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(*url)
+	line, ok, err := httpserve.Probe(*url)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay health: %v\n", err)
 		return exitRuntime
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	fmt.Fprintf(stdout, "%s %s", resp.Status, strings.TrimSpace(string(body))+"\n")
-	if resp.StatusCode != http.StatusOK {
+	fmt.Fprintln(stdout, line)
+	if !ok {
 		return exitRuntime
 	}
 	return exitOK

@@ -58,12 +58,3 @@ func envWarnings() []string {
 	}
 	return kit.UnknownEnv(append(known, otherEnv...), envPrefix+"TEST_")
 }
-
-// flagsMarkdown renders the configuration reference: every flag of
-// `walrelay run` with its environment variable and default, and the
-// variables that are no flag. The README embeds it between markers, and a
-// test fails when the two drift.
-func flagsMarkdown() string {
-	return kit.Markdown(newFlagSet("run", &config{})) +
-		fmt.Sprintf("| — | `%s` | — | Kafka SASL password (never a flag) |\n", envName("kafka-sasl-password"))
-}

@@ -67,20 +67,10 @@ func importDebeziumCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitConfig
 	}
-	fmt.Fprintf(stdout, "# walrelay settings imported from %s", files[0])
-	if name != "" {
-		fmt.Fprintf(stdout, " (connector %s)", name)
+	var env func(string) string
+	if *format == "env" {
+		env = envName
 	}
-	fmt.Fprintln(stdout)
-	for _, n := range imp.Notes {
-		fmt.Fprintf(stdout, "# %s\n", n)
-	}
-	for _, s := range imp.Settings {
-		if *format == "env" {
-			fmt.Fprintf(stdout, "%s=%s\n", envName(s.Flag), debezium.ShellQuote(s.Value))
-		} else {
-			fmt.Fprintf(stdout, "--%s=%s\n", s.Flag, debezium.ShellQuote(s.Value))
-		}
-	}
+	imp.Write(stdout, files[0], name, env)
 	return exitOK
 }

@@ -60,16 +60,16 @@ func TestImportDebeziumCommand(t *testing.T) {
 		if err := fs.Parse(flags); err != nil {
 			t.Fatalf("%s: walrelay run does not take its flags: %v", name, err)
 		}
-		if cfg.keyConverter != "json" || cfg.valueConverter != "json-schema" || cfg.topic != "t.${aggregatetype}" || cfg.pgURL != "postgres://u@h:5432/d" {
-			t.Errorf("%s: key %q value %q topic %q url %q", name, cfg.keyConverter, cfg.valueConverter, cfg.topic, cfg.pgURL)
+		if cfg.Decode.KeyFormat != "json" || cfg.Decode.ValueFormat != "json-schema" || cfg.Decode.Topic != "t.${aggregatetype}" || cfg.Replication.ConnString != "postgres://u@h:5432/d" {
+			t.Errorf("%s: key %q value %q topic %q url %q", name, cfg.Decode.KeyFormat, cfg.Decode.ValueFormat, cfg.Decode.Topic, cfg.Replication.ConnString)
 		}
 		// N.B. host h without sslmode: run refuses it unless told, and the
 		// import says so.
 		if !strings.Contains(out.String(), "# the connection is not sslmode=verify-full") {
 			t.Errorf("%s: no note that the imported connection is unverified:\n%s", name, out.String())
 		}
-		cfg.pgVerifiedTLS = false
-		if _, _, _, err := cfg.stages(); err != nil {
+		cfg.Replication.RequireVerifiedTLS = false
+		if _, err := cfg.stages(); err != nil {
 			t.Errorf("%s: the imported settings are invalid: %v", name, err)
 		}
 		outputs = append(outputs, strings.Join(flags, "\n"))

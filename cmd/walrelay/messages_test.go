@@ -62,9 +62,9 @@ func TestSizeSuffixes(t *testing.T) {
 	if err := kit.Parse(fs, args, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.maxInflight != 64*1024*1024 || cfg.maxMessageBytes != 1000*1000 || cfg.lagWarnBytes != 2*1024*1024*1024 || cfg.pgMaxMessage != 128*1024 {
+	if cfg.Sink.MaxInflightBytes != 64*1024*1024 || cfg.MaxMessageBytes != 1000*1000 || cfg.LagWarnBytes != 2*1024*1024*1024 || cfg.Replication.MaxMessageBytes != 128*1024 {
 		t.Errorf("max-inflight %d, kafka-max-message %d, lag-warn %d, pg-max-message %d: want 67108864, 1000000, 2147483648, 131072",
-			cfg.maxInflight, cfg.maxMessageBytes, cfg.lagWarnBytes, cfg.pgMaxMessage)
+			cfg.Sink.MaxInflightBytes, cfg.MaxMessageBytes, cfg.LagWarnBytes, cfg.Replication.MaxMessageBytes)
 	}
 }
 

@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/pipeline"
@@ -40,7 +40,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	cfg := c.cfg
 	log := c.log
 	defer log.Sync()
-	log.Info("starting", zap.String("version", buildVersion()), zap.String("go", runtime.Version()))
+	log.Info("starting", zap.String("version", cli.BuildVersion(version)), zap.String("go", runtime.Version()))
 	for _, w := range c.warnings {
 		log.Warn(w)
 	}
@@ -59,15 +59,15 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 
 	m := metrics.New()
-	m.SetBuildInfo(buildVersion(), runtime.Version())
-	pc := c.pipeline()
+	m.SetBuildInfo(cli.BuildVersion(version), runtime.Version())
+	pc := c.pc
 	pc.Metrics = m
 	relay, err := pipeline.New(pc, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
-	setMemoryLimit(pc, log)
+	pipeline.SetMemoryLimit(pc, log)
 
 	// The first SIGINT/SIGTERM stops gracefully; a second one, or the
 	// shutdown timeout running out, aborts.
@@ -86,7 +86,7 @@ func runCmd(args []string, stderr io.Writer) int {
 		select {
 		case <-sigs:
 			log.Warn("second signal: aborting")
-		case <-time.After(cfg.shutdownTimeout + 5*time.Second):
+		case <-time.After(c.pc.Replication.ShutdownTimeout + 5*time.Second):
 			log.Warn("shutdown timeout passed: aborting")
 		case <-done:
 		}
@@ -97,17 +97,15 @@ func runCmd(args []string, stderr io.Writer) int {
 	// stop: /readyz says not ready while it drains.
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
-	if cfg.httpAddr != "" {
-		if _, err := httpserve.Serve(hctx, cfg.http(), m.Registry, relay, log); err != nil {
+	if cfg.http.Addr != "" {
+		if _, err := httpserve.Serve(hctx, cfg.http, m.Registry, relay, log); err != nil {
 			log.Error("cannot serve http", zap.Error(err))
 			return exitConfig
 		}
 	}
 	err = relay.Run(ctx)
 	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, context.Canceled):
+	case err == nil || errors.Is(err, context.Canceled):
 		return exitOK
 	case errors.Is(err, replication.ErrSlotLost):
 		log.Error("replication slot lost", zap.Error(err))
@@ -120,20 +118,6 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 	log.Error("stopped on error", zap.Error(err))
 	return exitRuntime
-}
-
-// setMemoryLimit gives the Go runtime a soft memory limit of what the
-// in-flight bounds allow plus headroom (pipeline.Config.MemoryLimit),
-// unless GOMEMLIMIT sets one. Without it the heap may grow to twice what is
-// live before a collection, so a full in-flight window would cost twice its
-// size.
-func setMemoryLimit(pc pipeline.Config, log *zap.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	limit := pc.MemoryLimit()
-	debug.SetMemoryLimit(limit)
-	log.Debug("memory limit", zap.Int64("bytes", limit))
 }
 
 // connectFailed reports a failed PostgreSQL connection of a sub-command:

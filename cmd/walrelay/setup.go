@@ -9,10 +9,9 @@ import (
 	"os"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pgcatalog"
+	"github.com/walrelay/walrelay/pipeline"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -30,26 +29,26 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	cfg, rc := c.cfg, c.rc
-	tables := splitList(cfg.tables)
+	cfg, rc := c.cfg, c.pc.Replication
+	tables := cli.SplitList(cfg.Tables)
 	// N.B. the names are checked on every path, --print included (which
 	// tolerates a missing --pg-url): each is written into SQL, the
 	// replication protocol or pg_hba.conf.
-	if err := pgcatalog.SetupNames(cfg.slot, cfg.publication, *role, tables); err != nil {
-		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", indent(err))
+	if err := pgcatalog.SetupNames(cfg.Replication.Slot, cfg.Replication.Publication, *role, tables); err != nil {
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
 	if rc.NoTables {
 		tables = nil // the message source alone: an empty publication
 	}
 	password := os.Getenv("WALRELAY_SETUP_ROLE_PASSWORD")
-	plan, err := pgcatalog.PlanSetup(*role, password, *rotate, cfg.publication, cfg.slot, tables)
+	plan, err := pgcatalog.PlanSetup(*role, password, *rotate, cfg.Replication.Publication, cfg.Replication.Slot, tables)
 	if err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
 	}
 	if rc.Messages {
-		emit, err := pgcatalog.EmitSQL(c.dc)
+		emit, err := pgcatalog.EmitSQL(c.pc.Decode)
 		if err != nil {
 			fmt.Fprintf(stderr, "walrelay: %v\n", err)
 			return exitConfig
@@ -57,14 +56,15 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		plan.AddSQL(emit...)
 	}
 	if *print {
-		plan.Script(stdout, cfg.slotFailover.mode != replication.FailoverOff)
+		plan.Script(stdout, rc.SlotFailover != replication.FailoverOff)
 		return exitOK
 	}
 	if *role != "" && password == "" {
 		fmt.Fprintln(stderr, "walrelay: set WALRELAY_SETUP_ROLE_PASSWORD to the new role's password, or pass --role '' to skip creating a role")
 		return exitConfig
 	}
-	if !pgTLSWarnings(c, "", stderr) {
+	if err := pipeline.LogTLSWarnings(c.pc.Replication, "", c.log); err != nil {
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
 	for _, w := range cfg.securityWarnings {
@@ -89,11 +89,20 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
 	}
-	if version >= 170000 && cfg.slotFailover.mode != replication.FailoverOff {
+	if version >= 170000 && rc.SlotFailover != replication.FailoverOff {
 		plan.FailoverSlot()
 	}
-	if code := setupSlotGone(ctx, c, conn, db, stderr); code >= 0 {
-		return code
+	// N.B. a slot walrelay streamed from is not created again: exit 3, as run.
+	warning, err := pipeline.CheckSetupSlot(ctx, c.pc, conn, db)
+	if warning != "" {
+		fmt.Fprintf(stderr, "walrelay: warning: %s\n", warning)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "walrelay: %v\n", err)
+		if gone := (*pgcatalog.SlotGoneError)(nil); errors.As(err, &gone) {
+			return exitSlotLost
+		}
+		return exitRuntime
 	}
 	if err := plan.Apply(ctx, conn, stdout); err != nil {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
@@ -101,36 +110,4 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "\n"+pgcatalog.HBALine(*role, pgcatalog.HBADatabase(db)))
 	return exitOK
-}
-
-// setupSlotGone refuses to create a slot walrelay streamed from (its marker
-// is on --checkpoint-topic, pgcatalog.CheckSlotGone) unless
-// --recreate-missing-slot: exit 3, as run. It returns -1 to go on.
-func setupSlotGone(ctx context.Context, c *command, conn *pgcatalog.CommandConn, db string, stderr io.Writer) int {
-	if exists, err := conn.SlotExists(ctx, c.cfg.slot); err != nil || exists || c.cfg.recreateMissing {
-		return -1
-	}
-	mc := c.markerConfig()
-	mc.CreateTopic = false
-	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ms, err := kafkastate.Open(kctx, mc, zap.NewNop())
-	if errors.Is(err, kafkastate.ErrSetup) {
-		return -1 // no compacted marker topic: no marker
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: warning: cannot read the slot markers on %s (%v): if walrelay streamed from slot %q before, creating it again skips the events committed since\n", c.cfg.checkpointTopic, err, c.cfg.slot)
-		return -1
-	}
-	defer ms.Close()
-	err = pgcatalog.CheckSlotGone(ctx, c.rc, db, ms)
-	if gone := (*pgcatalog.SlotGoneError)(nil); errors.As(err, &gone) {
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitSlotLost
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "walrelay: %v\n", err)
-		return exitRuntime
-	}
-	return -1
 }

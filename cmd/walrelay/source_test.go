@@ -33,7 +33,8 @@ func TestSourceFlag(t *testing.T) {
 			if err := kit.Parse(fs, append([]string{"--pg-url", "postgres://localhost/db"}, c.args...), &bytes.Buffer{}); err != nil {
 				t.Fatal(err)
 			}
-			rc, dc, _, err := cfg.stages()
+			pc, err := cfg.stages()
+			rc, dc := pc.Replication, pc.Decode
 			if c.invalid {
 				if err == nil || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("error %v, want one saying %q", err, c.want)

@@ -6,7 +6,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pgcatalog"
+	"github.com/walrelay/walrelay/pipeline"
 )
 
 // statusCmd prints the slot's state and lag. It exits 2 when the slot is
@@ -17,8 +19,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	rc := c.rc
-	if !pgTLSWarnings(c, standbyURL, stderr) {
+	rc := c.pc.Replication
+	if err := pipeline.LogTLSWarnings(c.pc.Replication, standbyURL, c.log); err != nil {
+		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return exitConfig
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

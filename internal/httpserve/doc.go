@@ -1,5 +1,6 @@
 // Package httpserve is walrelay's bounded HTTP server: /metrics, /healthz,
-// /readyz and, opt-in, Go's profiling endpoints.
+// /readyz and, opt-in, Go's profiling endpoints; and the probe of a running
+// walrelay's /readyz (`walrelay health`).
 //
 // Input: an address, limits, a metrics gatherer and the relay's probes.
 // Output: the endpoints, served until the context ends. Invariant: every

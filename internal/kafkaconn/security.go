@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -131,3 +132,7 @@ func (k Security) Resolve() (Conn, []string, error) {
 	}
 	return Conn{opts: opts}, warnings, errors.Join(errs...)
 }
+
+// IsAuthFailure reports whether err is Kafka refusing the SASL login
+// (kerr.SaslAuthenticationFailed): a wrong user, password or mechanism.
+func IsAuthFailure(err error) bool { return errors.Is(err, kerr.SaslAuthenticationFailed) }

@@ -1,10 +1,14 @@
 package kafkaconn
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestSecurityResolve(t *testing.T) {
@@ -83,5 +87,22 @@ func TestConnOptsIsACopy(t *testing.T) {
 	_ = append(a[:1], nil)
 	if b := conn.Opts(); b[1] == nil {
 		t.Error("appending to one Opts changed the Conn's")
+	}
+}
+
+func TestIsAuthFailure(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("dial: %w", kerr.SaslAuthenticationFailed), true},
+		{kerr.SaslAuthenticationFailed, true},
+		{kerr.TopicAuthorizationFailed, false},
+		{errors.New("SASL authentication failed"), false},
+		{nil, false},
+	} {
+		if got := IsAuthFailure(c.err); got != c.want {
+			t.Errorf("IsAuthFailure(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -94,8 +94,7 @@ func TestNothingWrittenAheadOfARejectedBatch(t *testing.T) {
 		Compression:     "none",
 		DeliveryTimeout: time.Minute,
 		MaxMessageBytes: 1 << 20,
-		Opts:            []kgo.Opt{kgo.WithHooks(gate)},
-	}, tr, zap.New(core))
+	}, sink.Deps{Tracker: tr, Opts: []kgo.Opt{kgo.WithHooks(gate)}}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

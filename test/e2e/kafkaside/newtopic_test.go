@@ -119,8 +119,7 @@ func TestCreatedTopicIsReadyBeforeItsFirstRecord(t *testing.T) {
 		Brokers:         bed.Brokers(),
 		CreateTopics:    true,
 		TopicPartitions: 6,
-		Opts:            []kgo.Opt{kgo.WithHooks(probe)},
-	}, tr, zap.NewNop())
+	}, sink.Deps{Tracker: tr, Opts: []kgo.Opt{kgo.WithHooks(probe)}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

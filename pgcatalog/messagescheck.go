@@ -1,0 +1,38 @@
+package pgcatalog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/preflight"
+)
+
+// MessagesCheck is `walrelay check`'s "message source": what the message
+// source relays (messages with prefix; "" is the default, outbox), and
+// whether walrelay.emit (walrelay setup) exists.
+func MessagesCheck(ctx context.Context, connString, prefix string) preflight.Check {
+	ch := preflight.Check{Name: "message source"}
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		ch.Err = fmt.Errorf("connect to postgresql: %w", err)
+		return ch
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var emit bool
+	if err := conn.QueryRow(ctx, `SELECT to_regprocedure('walrelay.emit(text,text,text,jsonb)') IS NOT NULL`).Scan(&emit); err != nil {
+		ch.Err = fmt.Errorf("look up walrelay.emit: %w", err)
+		return ch
+	}
+	if prefix == "" {
+		prefix = "outbox"
+	}
+	ch.Note = fmt.Sprintf("pgoutput messages on: each pg_logical_emit_message(true, '%s', json) is an event; non-transactional ones are counted and never published", prefix)
+	if emit {
+		ch.Note += "; walrelay.emit exists"
+	} else {
+		ch.Warnings = append(ch.Warnings, "function walrelay.emit(aggregatetype, aggregateid, type, payload jsonb) does not exist: applications must write the JSON content themselves; `walrelay setup --source messages` creates it (--print shows its SQL)")
+	}
+	return ch
+}
