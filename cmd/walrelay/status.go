@@ -44,7 +44,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return exitConfig
 	}
 	if st.WALStatus == "lost" {
-		fmt.Fprintf(stderr, "walrelay: slot %q is lost: PostgreSQL removed WAL it still needed; events were lost (see the README's \"Slot lost\")\n", rc.Slot)
+		fmt.Fprintf(stderr, "walrelay: slot %q is lost: PostgreSQL removed WAL it still needed; events were lost (see docs/operate.md, \"Slot lost\")\n", rc.Slot)
 		return exitSlotLost
 	}
 	return exitOK
