@@ -44,7 +44,7 @@ func RoleStatements(role, password string, rotate bool, tables []string) ([]Setu
 		if err != nil {
 			return nil, err
 		}
-		pw = " PASSWORD " + sqlLiteral(v)
+		pw = " PASSWORD " + quoteLiteral(v)
 	}
 	create := SetupStatement{SQL: fmt.Sprintf("CREATE ROLE %s WITH LOGIN REPLICATION%s", r, pw),
 		Exists: `SELECT 1 FROM pg_roles WHERE rolname = $1`, ExistsArg: role,
@@ -258,10 +258,6 @@ func SetupNames(slot, publication, role string, tables []string) error {
 	}
 	return errors.Join(errs...)
 }
-
-// sqlLiteral is s as an SQL string literal (standard_conforming_strings,
-// on by default since PostgreSQL 9.1: a backslash is an ordinary character).
-func sqlLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // HBALine is the pg_hba.conf line (with its comment) that lets role
 // (empty: a placeholder) reach database field db over TLS.
