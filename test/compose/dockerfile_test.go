@@ -224,6 +224,29 @@ func TestDockerfile(t *testing.T) {
 		if !strings.HasPrefix(image, "golang:1.26") {
 			t.Errorf("build stage FROM %s, want golang:1.26 (go.mod's go version)", image)
 		}
+		// N.B. the Go the image builds with is the one make test proves
+		// free of reachable vulnerabilities (make vuln): the Makefile's
+		// GOTOOLCHAIN, which .ci/run prints.
+		want, err := makefileToolchain()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for _, in := range df.stages[0] {
+			if k, v, ok := strings.Cut(in.args, "="); in.cmd == "ENV" && ok && strings.TrimSpace(k) == "GOTOOLCHAIN" {
+				got = strings.TrimSpace(v)
+			}
+		}
+		if got != want {
+			t.Errorf("build stage ENV GOTOOLCHAIN=%q, want the Makefile's %q", got, want)
+		}
+		ci, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(ci), "\nexport GOTOOLCHAIN="+want+"\n") {
+			t.Errorf(".ci/run does not export GOTOOLCHAIN=%s, the Makefile's", want)
+		}
 		if gb.env["CGO_ENABLED"] != "0" {
 			t.Errorf("go build runs with CGO_ENABLED=%q, want 0: the final image has no C library", gb.env["CGO_ENABLED"])
 		}
@@ -319,4 +342,18 @@ func TestDockerignore(t *testing.T) {
 	// The build of every package the binary needs, from exactly what
 	// .dockerignore leaves, is TestMain's.
 	binary(t)
+}
+
+// makefileToolchain is the Makefile's GOTOOLCHAIN default (GOTOOLCHAIN ?= …).
+func makefileToolchain() (string, error) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "GOTOOLCHAIN ?="); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("the Makefile sets no GOTOOLCHAIN ?= …")
 }
