@@ -20,8 +20,7 @@ type command struct {
 	// invalid holds the configuration mistakes when parseCommand was asked
 	// to tolerate them (setup --print needs no server).
 	invalid error
-	// warnings are about the environment (envWarnings); run logs them,
-	// the other commands have printed them.
+	// warnings are about the environment (envWarnings), logged.
 	warnings []string
 	// log is the command's logger (--log-level, --log-format, on stderr):
 	// where its warnings about security go.
@@ -56,22 +55,22 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 		}
 		return nil, exitConfig
 	}
-	var err error
-	c.pc, err = c.cfg.stages()
+	pc, err := c.cfg.stages()
+	c.pc = pc
 	if l, lerr := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr); lerr == nil {
 		c.log = l
 	}
-	if err != nil {
-		if tolerate != nil && tolerate() {
-			c.invalid = err
-			return c, -1
-		}
+	if err != nil && (tolerate == nil || !tolerate()) {
 		printWarnings()
 		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))
 		return nil, exitConfig
 	}
+	c.invalid = err
+	// N.B. run logs them once its logger has its final options.
 	if name != "run" {
-		printWarnings()
+		for _, w := range c.warnings {
+			c.log.Warn(w)
+		}
 	}
 	return c, -1
 }

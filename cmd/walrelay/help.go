@@ -43,18 +43,20 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 	cli.PrintFlags(w, fs, show)
 }
 
-// otherEnv are the WALRELAY_* variables that are no flag of run.
-// (setup's and health's own flags, the passwords).
-var otherEnv = []string{envName("kafka-sasl-password"), "WALRELAY_SETUP_ROLE_PASSWORD", envName("print"), envName("role"), envName("rotate-password"), envName("url")}
+// otherEnv are the WALRELAY_* variables that are no flag of run: the other
+// commands' own flags and the passwords.
+var otherEnv = []string{envName("kafka-sasl-password"), "WALRELAY_SETUP_ROLE_PASSWORD", envName("print"), envName("role"), envName("rotate-password"), envName("url"),
+	envName("pg-standby-url"), envName("format")}
 
 // envWarnings names each WALRELAY_* variable in the environment that is no
 // walrelay setting (and so is ignored), with the closest one that is.
 //
-// N.B. WALRELAY_TEST_* are the test suite's (test/testbed), never walrelay's.
+// N.B. WALRELAY_TEST_*, _CHAOS and _EXPLORE_* are the test bed's, make
+// chaos's and make explore's (docs/development.md), never walrelay's.
 func envWarnings() []string {
 	var known []string
 	for _, n := range runFlagNames() {
 		known = append(known, envName(n))
 	}
-	return kit.UnknownEnv(append(known, otherEnv...), envPrefix+"TEST_")
+	return kit.UnknownEnv(append(known, otherEnv...), envPrefix+"TEST_", envPrefix+"CHAOS", envPrefix+"EXPLORE_")
 }

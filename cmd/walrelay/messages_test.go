@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -211,5 +212,42 @@ func TestLogDurationsHaveUnits(t *testing.T) {
 	log.Info("x", zap.Duration("backoff", 8*time.Second), zap.Duration("timeout", 1500*time.Millisecond))
 	if !strings.Contains(buf.String(), `"backoff":"8s"`) || !strings.Contains(buf.String(), `"timeout":"1.5s"`) {
 		t.Errorf("log line %s: want \"backoff\":\"8s\" and \"timeout\":\"1.5s\"", buf.String())
+	}
+}
+
+// TestEnvironmentWarningsOfOtherCommands: a command other than run that goes
+// on logs the environment's warnings as it logs everything (--log-format
+// json: one JSON line each, level warn), and names none of the test
+// suites' own variables.
+func TestEnvironmentWarningsOfOtherCommands(t *testing.T) {
+	t.Setenv("WALRELAY_BROKER", "kafka:9092")
+	t.Setenv("WALRELAY_CHAOS", "1")
+	t.Setenv("WALRELAY_EXPLORE_SEED", "7")
+	t.Setenv("WALRELAY_TEST_PG_VERSION", "18")
+	code, stdout, stderr := run("setup", "--print", "--log-format", "json", "--role", "")
+	if code != exitOK || !strings.Contains(stdout, "CREATE PUBLICATION") {
+		t.Fatalf("setup --print: exit %d, want 0 with the SQL\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var warned bool
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if line == "" {
+			continue
+		}
+		var entry struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("stderr line %q is no JSON log line: %v", line, err)
+			continue
+		}
+		if entry.Level == "warn" && strings.Contains(entry.Msg, "WALRELAY_BROKER is set but is no walrelay setting") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warn line about WALRELAY_BROKER on stderr:\n%s", stderr)
+	}
+	for _, v := range []string{"WALRELAY_CHAOS", "WALRELAY_EXPLORE_SEED", "WALRELAY_TEST_PG_VERSION"} {
+		if strings.Contains(stderr, v) {
+			t.Errorf("stderr names %s, a test suite's variable:\n%s", v, stderr)
+		}
 	}
 }
