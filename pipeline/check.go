@@ -95,7 +95,7 @@ func Check(ctx context.Context, cfg Config, o CheckOptions) []CheckResult {
 	}
 	results = append(results, columns)
 	if rc.Messages && !failed["connect to PostgreSQL"] {
-		results = append(results, CheckResult{Check: pgcatalog.MessagesCheck(ctx, rc.ConnString, dc.MessagePrefix)})
+		results = append(results, CheckResult{Check: pgcatalog.MessagesCheck(ctx, rc.ConnString, dc)})
 	}
 	if o.StandbyURL != "" {
 		ch := pgcatalog.StandbyCheck(ctx, rc.ConnString, rc.Slot, o.StandbyURL)
