@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walrelay/walrelay/internal/preflight"
+	"github.com/walrelay/walrelay/replication"
 )
 
 // MessagesCheck is `walrelay check`'s "message source": what the message
@@ -14,7 +13,7 @@ import (
 // whether walrelay.emit (walrelay setup) exists.
 func MessagesCheck(ctx context.Context, connString, prefix string) preflight.Check {
 	ch := preflight.Check{Name: "message source"}
-	conn, err := pgx.Connect(ctx, connString)
+	conn, err := replication.ConnectSQL(ctx, connString)
 	if err != nil {
 		ch.Err = fmt.Errorf("connect to postgresql: %w", err)
 		return ch
