@@ -89,6 +89,7 @@ func (p *prep) steps() []step {
 	return []step{
 		{"PostgreSQL TLS", p.tls},
 		{"server version is supported", p.serverVersion},
+		{"database encoding", p.encoding},
 		{"wal_level is logical", p.walLevel},
 		{"role may replicate", p.role},
 		{"system identifier", p.identify},
