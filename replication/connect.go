@@ -111,7 +111,7 @@ func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, e
 	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2`,
 		s.cfg.Slot, int64(pid)).Scan(&confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("read held slot position: pg_replication_slots shows slot %q not held by this stream's walsender (pid %d)", s.cfg.Slot, pid)
+		return 0, fmt.Errorf("read held slot position: pg_replication_slots shows slot %q %w (pid %d)", s.cfg.Slot, errNotHeld, pid)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read held slot position: %w", err)
