@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 // Column is one column of an outbox table as the catalog has it.
@@ -32,7 +34,7 @@ type ColumnCatalog struct {
 
 // ConnectColumns opens a ColumnCatalog on the server of connString; Close it.
 func ConnectColumns(ctx context.Context, connString string) (*ColumnCatalog, error) {
-	conn, err := pgx.Connect(ctx, connString)
+	conn, err := replication.ConnectSQL(ctx, connString)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgresql: %w", err)
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/preflight"
+	"github.com/walrelay/walrelay/replication"
 )
 
 // MessagesCheck is `walrelay check`'s "message source": what the message
@@ -16,7 +15,7 @@ import (
 // creates for dc.
 func MessagesCheck(ctx context.Context, connString string, dc decode.Config) preflight.Check {
 	ch := preflight.Check{Name: "message source"}
-	conn, err := pgx.Connect(ctx, connString)
+	conn, err := replication.ConnectSQL(ctx, connString)
 	if err != nil {
 		ch.Err = fmt.Errorf("connect to postgresql: %w", err)
 		return ch

@@ -31,7 +31,7 @@ func NewPartitionRoots(cfg replication.Config) *PartitionRoots {
 // under: a partition dropped since is reported as not existing.
 func (r *PartitionRoots) Root(ctx context.Context, oid uint32) (root string, exists bool, err error) {
 	if r.conn == nil {
-		conn, err := pgx.Connect(ctx, r.connString)
+		conn, err := replication.ConnectSQL(ctx, r.connString)
 		if err != nil {
 			return "", false, fmt.Errorf("connect to postgresql: %w", err)
 		}

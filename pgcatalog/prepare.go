@@ -71,7 +71,7 @@ type step struct {
 
 func newPrep(ctx context.Context, cfg replication.Config, log *zap.Logger, dryRun bool) (*prep, error) {
 	cfg = cfg.WithDefaults()
-	conn, err := pgx.Connect(ctx, cfg.ConnString)
+	conn, err := replication.ConnectSQL(ctx, cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgresql: %w", err)
 	}
@@ -89,6 +89,7 @@ func (p *prep) steps() []step {
 	return []step{
 		{"PostgreSQL TLS", p.tls},
 		{"server version is supported", p.serverVersion},
+		{"database encoding", p.encoding},
 		{"wal_level is logical", p.walLevel},
 		{"role may replicate", p.role},
 		{"system identifier", p.identify},

@@ -294,7 +294,7 @@ type CommandConn struct{ conn *pgx.Conn }
 // OpenCommandConn connects to connString. Its error is the driver's, as it
 // is, for the caller to classify (a refused login, a missing database).
 func OpenCommandConn(ctx context.Context, connString string) (*CommandConn, error) {
-	conn, err := pgx.Connect(ctx, connString)
+	conn, err := replication.ConnectSQL(ctx, connString)
 	if err != nil {
 		return nil, err
 	}

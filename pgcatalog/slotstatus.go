@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 // SlotStatus is a slot's row of pg_replication_slots with the server's WAL
@@ -75,7 +77,7 @@ func NewSlotReader(connString, slot string) *SlotReader {
 // to be opened again at the next Read.
 func (r *SlotReader) Read(ctx context.Context) (SlotStatus, error) {
 	if r.conn == nil {
-		conn, err := pgx.Connect(ctx, r.connString)
+		conn, err := replication.ConnectSQL(ctx, r.connString)
 		if err != nil {
 			return SlotStatus{}, fmt.Errorf("connect to postgresql: %w", err)
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 // StandbySlot is the slot as a physical standby has it (PostgreSQL 17+,
@@ -24,7 +26,7 @@ type StandbySlot struct {
 // QueryStandbySlot reads slot on the standby at standbyURL.
 func QueryStandbySlot(ctx context.Context, standbyURL, slot string) (StandbySlot, error) {
 	var ss StandbySlot
-	conn, err := pgx.Connect(ctx, standbyURL)
+	conn, err := replication.ConnectSQL(ctx, standbyURL)
 	if err != nil {
 		return ss, fmt.Errorf("connect to standby: %w", err)
 	}

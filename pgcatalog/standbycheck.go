@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walrelay/walrelay/internal/preflight"
+	"github.com/walrelay/walrelay/replication"
 )
 
 // StandbyCheck is `walrelay check`'s "standby has the slot synchronized":
@@ -35,7 +34,7 @@ func StandbyCheck(ctx context.Context, connString, slot, standbyURL string) pref
 // standbyBehind is how many bytes the standby's copy of the slot is behind
 // the primary's.
 func standbyBehind(ctx context.Context, connString, slot string, ss StandbySlot) (int64, bool) {
-	conn, err := pgx.Connect(ctx, connString)
+	conn, err := replication.ConnectSQL(ctx, connString)
 	if err != nil {
 		return 0, false
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/replication"
 )
@@ -47,7 +46,7 @@ func SystemID(ctx context.Context, cfg replication.Config) (string, error) {
 	if err == nil {
 		return sys, nil
 	}
-	conn, cerr := pgx.Connect(ctx, cfg.ConnString)
+	conn, cerr := replication.ConnectSQL(ctx, cfg.ConnString)
 	if cerr != nil {
 		return "", errors.Join(err, cerr)
 	}

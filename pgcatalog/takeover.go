@@ -23,7 +23,7 @@ import (
 func Takeover(ctx context.Context, cfg replication.Config) (ch preflight.Check, ok bool) {
 	cfg = cfg.WithDefaults()
 	ch.Name = "slot takeover"
-	conn, err := pgx.Connect(ctx, cfg.ConnString)
+	conn, err := replication.ConnectSQL(ctx, cfg.ConnString)
 	if err != nil {
 		ch.Err = fmt.Errorf("connect to postgresql: %w", err)
 		return ch, true

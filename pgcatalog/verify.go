@@ -24,7 +24,7 @@ type VerifierConn struct {
 // ConnectVerifier opens the verifier's connection to cfg's server. An error
 // for which ShuttingDown is true says the server shuts down.
 func ConnectVerifier(ctx context.Context, cfg replication.Config) (*VerifierConn, error) {
-	c, err := pgx.Connect(ctx, cfg.ConnString)
+	c, err := replication.ConnectSQL(ctx, cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgresql: %w", err)
 	}

@@ -79,6 +79,9 @@ type Relay struct {
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
 	current atomic.Pointer[attemptState]
 	kafkaOK atomic.Bool
+	// failure is the error of the last failed attempt, for /readyz while
+	// the relay restarts.
+	failure atomic.Pointer[string]
 
 	abort     chan struct{}
 	abortOnce sync.Once
@@ -225,6 +228,8 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 			waiting = kind
 		} else {
 			waiting = nil
+			msg := err.Error()
+			r.failure.Store(&msg)
 			r.metrics.SetState(metrics.StateRestarting)
 			switch {
 			case streamed:

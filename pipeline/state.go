@@ -27,7 +27,13 @@ func (r *Relay) Ready() (bool, string) {
 	p := r.current.Load()
 	switch {
 	case p == nil || !p.stream.Streaming():
-		return false, "not streaming: " + r.metrics.State()
+		state := r.metrics.State()
+		// N.B. an error that repeats (a walsender failing on the same row)
+		// shows here, not only in the log.
+		if f := r.failure.Load(); f != nil && state == metrics.StateRestarting {
+			return false, "not streaming: " + state + " after: " + *f
+		}
+		return false, "not streaming: " + state
 	case !r.kafkaOK.Load():
 		return false, "kafka does not answer"
 	}

@@ -19,6 +19,7 @@ func ConnectReplication(ctx context.Context, cfg Config) (*pgconn.PgConn, error)
 		return nil, setupErrorf("PostgreSQL connection string: %s", redactErr(err))
 	}
 	pc.RuntimeParams["replication"] = "database"
+	maps.Copy(pc.RuntimeParams, sessionParams)
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "walrelay"
 	}
@@ -27,6 +28,37 @@ func ConnectReplication(ctx context.Context, cfg Config) (*pgconn.PgConn, error)
 		return nil, fmt.Errorf("connect for replication: %w", err)
 	}
 	return conn, nil
+}
+
+// sessionParams are asked for by every connection walrelay opens, in the
+// startup packet: they win over a role's or database's ALTER ... SET and
+// over the connection string's options.
+//
+// N.B. PostgreSQL sends text in the session's client_encoding, which is
+// the database's encoding (LATIN1, say) unless a role, the database or the
+// connection sets another: pgoutput converts each value of a row to it
+// (logicalrep_write_tuple, pq_sendcountedtext), and the catalog queries'
+// results are converted too. walrelay relays UTF-8, so it asks for UTF8
+// whatever the database's encoding: a LATIN1 database's rows arrive as
+// UTF-8, and a role's client_encoding = 'LATIN1' can neither turn them into
+// LATIN1 bytes nor make the walsender fail on a character LATIN1 lacks. A
+// logical message's content is the exception: pgoutput sends it as stored
+// (pq_sendbytes), so pgcatalog refuses the message source on a database
+// that is not UTF8.
+var sessionParams = map[string]string{
+	"client_encoding": "UTF8",
+}
+
+// ConnectSQL opens a normal (SQL) connection of connString with the
+// session settings every walrelay connection asks for (client_encoding
+// UTF8): the control plane's queries read names and values in UTF-8.
+func ConnectSQL(ctx context.Context, connString string) (*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(cc.RuntimeParams, sessionParams)
+	return pgx.ConnectConfig(ctx, cc)
 }
 
 // outputStyles are the settings of the replication session that decide how
@@ -50,6 +82,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, 
 	// session: the styles the decoder reads are asked for here, whatever
 	// they set.
 	maps.Copy(pc.RuntimeParams, outputStyles)
+	maps.Copy(pc.RuntimeParams, sessionParams)
 	// N.B. a message above the limit is refused from its header, before its
 	// body is read: one huge row cannot take the memory.
 	pc.MaxProtocolMessageBodyLen = s.cfg.MaxMessageBytes
@@ -69,7 +102,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, 
 // connection, from the row that names pid, this stream's walsender, as the
 // slot's holder: nobody else can move it any more.
 func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, s.cfg.ConnString)
+	conn, err := ConnectSQL(ctx, s.cfg.ConnString)
 	if err != nil {
 		return 0, fmt.Errorf("read held slot position: %w", err)
 	}
@@ -78,7 +111,7 @@ func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, e
 	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2`,
 		s.cfg.Slot, int64(pid)).Scan(&confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("read held slot position: pg_replication_slots shows slot %q not held by this stream's walsender (pid %d)", s.cfg.Slot, pid)
+		return 0, fmt.Errorf("read held slot position: pg_replication_slots shows slot %q %w (pid %d)", s.cfg.Slot, errNotHeld, pid)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read held slot position: %w", err)

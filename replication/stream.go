@@ -180,6 +180,11 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	// server without the guard against a lower flush (17 and the latest
 	// minor releases of older versions have it).
 	held, err := s.heldPosition(ctx, conn.PID())
+	if errors.Is(err, errNotHeld) {
+		// N.B. the walsender let go of the slot it had just acquired: it
+		// failed, and its error is on the replication connection, unread.
+		return s.senderError(ctx, conn, err)
+	}
 	if err != nil {
 		return err
 	}
