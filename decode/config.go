@@ -7,6 +7,8 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 	"strings"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/walrelay/walrelay/decode/connect"
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
@@ -110,6 +112,21 @@ type Config struct {
 	// MessagePrefix is the prefix of the messages that are events.
 	// Default "outbox".
 	MessagePrefix string
+	// Types resolves the column types that are not built in (domains,
+	// enums, citext) to the built-in types their values are read as
+	// (typeres.go); the check at start fills it from the catalog. A mapped
+	// column of a type it lacks takes no type its flag does not take.
+	// Default none.
+	Types Types
+	// LiveFrom is the WAL position at which the check at start read the
+	// outbox tables' columns. An outbox Relation message that no longer
+	// matches the mapping in a transaction that commits at or after it
+	// shows a change made since (ErrSchemaChanged: the stream stops); in
+	// one that commits before it, rows written under the table or the
+	// publication as they were before that check, which no flag can match
+	// now: its inserts are poison events, as before. Default 0: every
+	// change is one made since.
+	LiveFrom pglogrepl.LSN
 	// NoTables: no table is an outbox (the message source alone); Tables
 	// is ignored. Default false.
 	NoTables bool
