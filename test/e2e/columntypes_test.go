@@ -50,3 +50,38 @@ func TestDomainEnumCitextColumns(t *testing.T) {
 		t.Errorf("exit code %d, want 0; log:\n%s", code, relay.Log())
 	}
 }
+
+// TestEnumKeyJSONSchema: with the json-schema converter, an enum key is
+// written as Debezium writes it, a string named io.debezium.data.Enum whose
+// "allowed" lists the labels in their order; a domain over jsonb payload
+// has jsonb's schema.
+func TestEnumKeyJSONSchema(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`CREATE TYPE aggregate_kind AS ENUM ('%s', '%s');
+		CREATE DOMAIN document AS jsonb;
+		ALTER TABLE outbox ALTER COLUMN aggregatetype TYPE aggregate_kind USING aggregatetype::aggregate_kind,
+			ALTER COLUMN payload TYPE document`, e.AggType(0), e.AggType(1)))
+	relay := e.Start(t, "--key-column", "aggregatetype", "--key-converter", "json-schema",
+		"--value-converter", "json-schema", "--nullable-columns", "payload")
+	relay.WaitStreaming()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'a-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(1))
+	c := e.Collect(t)
+	c.WaitFor(1, 2*time.Minute)
+	recs := c.ToEnd()
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	wantKey := `{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"` +
+		e.AggType(0) + "," + e.AggType(1) + `"}},"payload":"` + e.AggType(1) + `"}`
+	if got := string(recs[0].Key); got != wantKey {
+		t.Errorf("key %s, want %s", got, wantKey)
+	}
+	wantValue := `{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"n\": 1}"}`
+	if got := string(recs[0].Value); got != wantValue {
+		t.Errorf("value %s, want %s", got, wantValue)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0; log:\n%s", code, relay.Log())
+	}
+}
