@@ -127,6 +127,12 @@ type Config struct {
 	// now: its inserts are poison events, as before. Default 0: every
 	// change is one made since.
 	LiveFrom pglogrepl.LSN
+	// Columns are the outbox tables' columns (schema.table: names in
+	// column order) as the check at start read them at LiveFrom. A
+	// Relation message from before LiveFrom that lacks a mapped column
+	// but has, in its place, one of a name the table no longer has, is
+	// mapped with that column (a rename since). Default none.
+	Columns map[string][]string
 	// NoTables: no table is an outbox (the message source alone); Tables
 	// is ignored. Default false.
 	NoTables bool

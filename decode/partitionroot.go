@@ -85,7 +85,9 @@ func (d *Decoder) Resolve(oid uint32, root string, exists bool) error {
 		d.relations[oid] = rel
 		if rel.err != nil {
 			// N.B. the leaf's previous columns are gone: no rename is told.
-			return d.unmappable(nil, m, rel)
+			err := d.unmappable(nil, m, rel)
+			rel.pending = false
+			return err
 		}
 	}
 	rel.pending = false

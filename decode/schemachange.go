@@ -47,11 +47,48 @@ type mappingProblem struct {
 // inserts poison events.
 func (d *Decoder) unmappable(prev *relation, m pgoutput.Relation, rel *relation) error {
 	if d.tx.InTx() && d.tx.Current().FinalLSN < d.cfg.LiveFrom {
+		if renamed, ok := d.renamedSince(m, rel); ok {
+			d.log.Warn("outbox table had other column names in a transaction from before walrelay started; its columns are mapped by their place",
+				zap.String("table", rel.qualified), zap.Stringer("commit_lsn", d.tx.Current().FinalLSN), zap.Strings("renamed", renamed))
+			return nil
+		}
 		d.log.Warn("outbox table cannot be mapped in a transaction from before walrelay started; its inserts are poison events",
 			zap.String("table", rel.qualified), zap.Stringer("commit_lsn", d.tx.Current().FinalLSN), zap.Error(rel.err))
 		return nil
 	}
 	return d.schemaChanged(prev, m, rel)
+}
+
+// renamedSince maps outbox relation rel (from Relation message m, of a
+// transaction from before the check at start) again when each mapped
+// column it lacks is, in the table's columns at that check
+// (Config.Columns), in the place of a column of m whose name the table no
+// longer has: a column renamed since (a rename keeps its place and the
+// number of columns). It reports the renames (old->new) and whether the
+// relation was mapped so.
+func (d *Decoder) renamedSince(m pgoutput.Relation, rel *relation) ([]string, bool) {
+	now := d.cfg.Columns[rel.qualified]
+	if len(now) != len(m.Columns) || len(rel.problems) == 0 {
+		return nil, false
+	}
+	cols := append([]pgoutput.Column(nil), m.Columns...)
+	var renamed []string
+	for _, p := range rel.problems {
+		i := slices.Index(now, p.column)
+		if p.typed || i < 0 || slices.Contains(now, cols[i].Name) {
+			return nil, false
+		}
+		renamed = append(renamed, cols[i].Name+"->"+p.column)
+		cols[i].Name = p.column
+	}
+	m.Columns = cols
+	again := d.mapRelationAs(m, rel.qualified)
+	if again.err != nil {
+		return nil, false
+	}
+	again.leaf = rel.leaf
+	d.relations[m.ID] = again
+	return renamed, true
 }
 
 // schemaChanged is the error of outbox relation rel (from Relation message

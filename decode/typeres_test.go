@@ -117,3 +117,25 @@ func TestEnumSchema(t *testing.T) {
 		t.Errorf("enumSchema = %s, want %s", got, want)
 	}
 }
+
+// TestRenamedSinceStart: a Relation message from before the check at start
+// that lacks a mapped column, with a column the table no longer has in its
+// place, is mapped by place (a rename since); one whose column in that
+// place still exists is not.
+func TestRenamedSinceStart(t *testing.T) {
+	old := outboxCols(pgJSONB)
+	old[2].name = "aggregateid"
+	now := map[string][]string{"public.outbox": {"id", "aggregatetype", "aggregate_id", "type", "payload"}}
+	d := newDecoder(t, Config{KeyColumn: "aggregate_id", LiveFrom: commitLSN + 1, Columns: now})
+	tx := oneTx(t, d, msgRelation(outboxRelID, "public", "outbox", old...), outboxRow(eventUUID, "order", "o-1", "T", text("{}")))
+	if ev := tx.Events[0]; ev.Err != nil || string(ev.Key) != "o-1" {
+		t.Fatalf("event %s, want key o-1 mapped from the column's old name", fmtEvent(ev))
+	}
+	// The table now has aggregateid elsewhere: not a rename.
+	now = map[string][]string{"public.outbox": {"id", "aggregatetype", "type", "payload", "aggregate_id"}}
+	d = newDecoder(t, Config{KeyColumn: "aggregate_id", LiveFrom: commitLSN + 1, Columns: now})
+	tx = oneTx(t, d, msgRelation(outboxRelID, "public", "outbox", old...), outboxRow(eventUUID, "order", "o-1", "T", text("{}")))
+	if ev := tx.Events[0]; !errors.Is(ev.Err, ErrMissingColumn) {
+		t.Fatalf("event error %v, want %v", ev.Err, ErrMissingColumn)
+	}
+}

@@ -80,7 +80,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	r.kafkaOK.Store(true)
 	dc := r.dc
 	dc.ResolvePartitionRoots = true
-	dc.Types, dc.LiveFrom = checked.Types, checked.At
+	dc.Types, dc.LiveFrom, dc.Columns = checked.Types, checked.At, checked.Columns
 	dec, err := decode.New(dc, r.log)
 	if err != nil {
 		return err

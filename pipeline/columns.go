@@ -67,6 +67,7 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 		types[oid] = decode.BaseType{OID: r.Base, Name: r.Name, Enum: r.Enum, Labels: r.Labels}
 	}
 	var errs []error
+	current := map[string][]string{}
 	for _, t := range dc.Tables {
 		schema, table, _ := decode.SplitTable(t)
 		cols, err := cat.Columns(ctx, t, schema, table)
@@ -78,9 +79,14 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 		}
 		have := map[string]pgcatalog.Column{}
 		names := make([]string, len(cols))
+		var sent []string // the columns pgoutput sends, in order
 		for i, c := range cols {
 			have[c.Name], names[i] = c, c.Name
+			if c.Generated == "" || c.Generated == "s" && version >= 180000 && genStored {
+				sent = append(sent, c.Name)
+			}
 		}
+		current[schema+"."+table] = sent
 		for _, col := range sortedKeys(want) {
 			flag := want[col]
 			c, ok := have[col]
@@ -120,7 +126,7 @@ func CheckColumns(ctx context.Context, connString, publication string, dc decode
 	if len(errs) > 0 {
 		return Checked{}, fmt.Errorf("%w: %w", ErrColumns, errors.Join(errs...))
 	}
-	return Checked{Types: types, At: at}, nil
+	return Checked{Types: types, At: at, Columns: current}, nil
 }
 
 // Checked is what the decoder needs of the column check.
@@ -132,6 +138,9 @@ type Checked struct {
 	// At is the WAL position the columns were read at
 	// (decode.Config.LiveFrom).
 	At pglogrepl.LSN
+	// Columns are the columns pgoutput sends of each outbox table
+	// (schema.table), in order (decode.Config.Columns).
+	Columns map[string][]string
 }
 
 func sortedKeys(m map[string]string) []string {

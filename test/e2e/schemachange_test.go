@@ -124,3 +124,52 @@ func TestMappedColumnDroppedStops(t *testing.T) {
 		t.Errorf("slot confirmed at %s, past %s", s.ConfirmedFlushLSN, before)
 	}
 }
+
+// TestMappedColumnRenamedWhileStopped: rows committed while walrelay was
+// stopped, then a rename of the key column, then more rows: started with
+// the new name (--key-column aggregate_id), walrelay relays every row, those
+// written under the old name too (mapped by the column's place), and
+// dead-letters none.
+func TestMappedColumnRenamedWhileStopped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dlq := e.Prefix + ".dlq"
+	c := e.Collect(t)
+	dc := e.CollectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
+	relay := e.Start(t, "--dlq-topic", dlq)
+	relay.WaitStreaming()
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	keys := map[string]string{}
+	insert := func(keyCol, key string) {
+		id := harness.NewUUID()
+		keys[id] = key
+		e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, `+keyCol+`, type, payload) VALUES ($1, $2, $3, 'T', '{}')`, id, e.AggType(0), key)
+	}
+	insert("aggregateid", "before-1")
+	insert("aggregateid", "before-2")
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox RENAME COLUMN aggregateid TO aggregate_id`)
+	insert("aggregate_id", "after-1")
+
+	relay = e.Start(t, "--dlq-topic", dlq, "--key-column", "aggregate_id")
+	relay.WaitStreaming()
+	c.WaitFor(len(keys), 2*time.Minute)
+	got := map[string]string{}
+	for _, r := range c.ToEnd() {
+		id, _ := harness.Header(r, "id")
+		got[id] = string(r.Key)
+	}
+	for id, key := range keys {
+		if got[id] != key {
+			t.Errorf("event %s: key %q, want %q (records: %v)", id, got[id], key, got)
+		}
+	}
+	if dead := dc.ToEnd(); len(dead) > 0 {
+		msg, _ := harness.Header(dead[0], "walrelay.error.message")
+		t.Errorf("%d rows dead-lettered, want none: %s", len(dead), msg)
+	}
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
