@@ -37,6 +37,20 @@ func CheckColumnType(flag string, oid uint32) error {
 	return fmt.Errorf("%w: %s takes %s", ErrUnsupportedType, flag, typeNames(set))
 }
 
+// SuggestedType is the SQL name of a type the column flag names may be
+// changed to (the first the flag takes), for the fix in a message; "" for
+// a flag that takes any type.
+func SuggestedType(flag string) string {
+	set, ok := columnTypes[flag]
+	if !ok {
+		return ""
+	}
+	if set[0] == oidStamp {
+		return "timestamp"
+	}
+	return typeName[set[0]]
+}
+
 func oidIn(oid uint32, set []uint32) bool {
 	for _, o := range set {
 		if o == oid {

@@ -7,6 +7,8 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 	"strings"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/walrelay/walrelay/decode/connect"
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
@@ -110,6 +112,27 @@ type Config struct {
 	// MessagePrefix is the prefix of the messages that are events.
 	// Default "outbox".
 	MessagePrefix string
+	// Types resolves the column types that are not built in (domains,
+	// enums, citext) to the built-in types their values are read as
+	// (typeres.go); the check at start fills it from the catalog. A mapped
+	// column of a type it lacks takes no type its flag does not take.
+	// Default none.
+	Types Types
+	// LiveFrom is the WAL position at which the check at start read the
+	// outbox tables' columns. An outbox Relation message that no longer
+	// matches the mapping in a transaction that commits at or after it
+	// shows a change made since (ErrSchemaChanged: the stream stops); in
+	// one that commits before it, rows written under the table or the
+	// publication as they were before that check, which no flag can match
+	// now: its inserts are poison events, as before. Default 0: every
+	// change is one made since.
+	LiveFrom pglogrepl.LSN
+	// Columns are the outbox tables' columns (schema.table: names in
+	// column order) as the check at start read them at LiveFrom. A
+	// Relation message from before LiveFrom that lacks a mapped column
+	// but has, in its place, one of a name the table no longer has, is
+	// mapped with that column (a rename since). Default none.
+	Columns map[string][]string
 	// NoTables: no table is an outbox (the message source alone); Tables
 	// is ignored. Default false.
 	NoTables bool

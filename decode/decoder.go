@@ -33,6 +33,8 @@ type Decoder struct {
 	// structs caches the json-schema envelope's struct schema as Debezium
 	// does (format.go, appendEnvelopeSchema).
 	structs map[string]string
+	// typeNames are the names of types from their Type messages (typeres.go).
+	typeNames map[uint32]string
 
 	Stats Stats
 }
@@ -102,7 +104,9 @@ func (d *Decoder) Decode(msg []byte) (*Tx, error) {
 		return nil, d.truncate(msg)
 	case pgoutput.KindLogicalMessage:
 		return d.message(msg)
-	case pgoutput.KindType, pgoutput.KindOrigin:
+	case pgoutput.KindType:
+		return nil, d.typeMessage(msg)
+	case pgoutput.KindOrigin:
 		return nil, skip(msg)
 	default:
 		return nil, fmt.Errorf("unexpected pgoutput message type %q (streaming of in-progress transactions is not requested)", msg[0])
@@ -134,8 +138,7 @@ func (d *Decoder) relationMessage(msg []byte) error {
 	if err != nil {
 		return err
 	}
-	d.addRelation(r)
-	return nil
+	return d.addRelation(r)
 }
 
 // update and delete read the whole message, so that a truncated one is an
@@ -189,16 +192,10 @@ func (d *Decoder) truncate(msg []byte) error {
 	return nil
 }
 
-// skip reads a type or origin message only to reject a truncated one:
-// they carry no outbox rows.
+// skip reads an origin message only to reject a truncated one: it
+// carries no outbox rows.
 func skip(msg []byte) error {
-	var err error
-	switch msg[0] {
-	case pgoutput.KindType:
-		_, err = pgoutput.ParseType(msg)
-	case pgoutput.KindOrigin:
-		_, err = pgoutput.ParseOrigin(msg)
-	}
+	_, err := pgoutput.ParseOrigin(msg)
 	return err
 }
 

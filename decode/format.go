@@ -106,10 +106,16 @@ func (d *Decoder) mapFormats(rel *relation, cols []pgoutput.Column) error {
 	var errs []error
 	schema := func(flag string, i int) string {
 		c := cols[i]
+		// N.B. an enum is Debezium's io.debezium.data.Enum; a domain
+		// has its base type's schema, citext text's (typeres.go).
+		if b, ok := d.cfg.Types[rel.sentType(i)]; ok && b.Enum {
+			return enumSchema(b.Labels, nullable(c.Name))
+		}
 		s, ok := schemaOf(c.TypeOID, nullable(c.Name))
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: column %s.%s (%s) has type oid %d, which the %s/%s formats do not take",
-				ErrUnsupportedType, rel.qualified, c.Name, flag, c.TypeOID, FormatJSON, FormatJSONSchema))
+			errs = append(errs, fmt.Errorf("%w: column %s.%s (%s) has type %s, which the %s/%s formats do not take",
+				ErrUnsupportedType, rel.qualified, c.Name, flag, d.typeLabel(rel.sentType(i)), FormatJSON, FormatJSONSchema))
+			rel.problems = append(rel.problems, mappingProblem{column: c.Name, flag: flag, typed: true, oid: rel.sentType(i), by: d.converterOf(flag)})
 		}
 		return s
 	}
@@ -148,8 +154,9 @@ func (d *Decoder) mapFormats(rel *relation, cols []pgoutput.Column) error {
 		}
 	case FormatBytes:
 		if payload.TypeOID != oidBytea {
-			errs = append(errs, fmt.Errorf("%w: column %s.%s has type oid %d: the %s format (ByteArrayConverter) takes a bytea payload only",
-				ErrUnsupportedType, rel.qualified, payload.Name, payload.TypeOID, FormatBytes))
+			errs = append(errs, fmt.Errorf("%w: column %s.%s has type %s: the %s format (ByteArrayConverter) takes a bytea payload only",
+				ErrUnsupportedType, rel.qualified, payload.Name, d.typeLabel(rel.sentType(rel.payloadIdx)), FormatBytes))
+			rel.problems = append(rel.problems, mappingProblem{column: payload.Name, flag: "--payload-column", typed: true, oid: rel.sentType(rel.payloadIdx), by: "--value-converter " + FormatBytes})
 		}
 	}
 	return errors.Join(errs...)
@@ -268,4 +275,12 @@ func (d *Decoder) appendEnvelopeSchema(b []byte, rel *relation, cols []pgoutput.
 	b = append(b, `{"schema":`...)
 	b = append(b, s...)
 	return append(b, `,"payload":`...)
+}
+
+// converterOf names the converter flag that writes the column flag names.
+func (d *Decoder) converterOf(flag string) string {
+	if flag == "--key-column" {
+		return "--key-converter " + d.cfg.KeyFormat
+	}
+	return "--value-converter " + d.cfg.ValueFormat
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"go.uber.org/zap"
-
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
@@ -111,8 +109,13 @@ func MappedColumns(c Config) (map[string]string, error) {
 	return want, nil
 }
 
-// mapOutbox maps the columns of outbox rel, described by m.
+// mapOutbox maps the columns of outbox rel, described by m, each type
+// resolved through Config.Types.
 func (d *Decoder) mapOutbox(rel *relation, m pgoutput.Relation) *relation {
+	if cols, ok := d.cfg.Types.resolveColumns(m.Columns); ok {
+		rel.sent = m.Columns
+		m.Columns, rel.columns = cols, cols
+	}
 	index := func(name string) int {
 		for i, c := range m.Columns {
 			if c.Name == name {
@@ -128,10 +131,12 @@ func (d *Decoder) mapOutbox(rel *relation, m pgoutput.Relation) *relation {
 		i := index(name)
 		if i < 0 {
 			errs = append(errs, fmt.Errorf("%w: table %s has no column %q (%s)", ErrMissingColumn, rel.qualified, name, flag))
+			rel.problems = append(rel.problems, mappingProblem{column: name, flag: flag})
 			return -1
 		}
 		if err := CheckColumnType(flag, m.Columns[i].TypeOID); err != nil {
-			errs = append(errs, fmt.Errorf("column %s.%s has type oid %d: %w", rel.qualified, name, m.Columns[i].TypeOID, err))
+			errs = append(errs, fmt.Errorf("column %s.%s has type %s: %w", rel.qualified, name, d.typeLabel(rel.sentType(i)), err))
+			rel.problems = append(rel.problems, mappingProblem{column: name, flag: flag, typed: true, oid: rel.sentType(i)})
 			return -1
 		}
 		return i
@@ -175,10 +180,8 @@ func (d *Decoder) mapOutbox(rel *relation, m pgoutput.Relation) *relation {
 	}
 	rel.topics = make(map[string]string)
 	rel.topicErrs = make(map[string]error)
+	// N.B. not logged here: Decode returns it (ErrSchemaChanged), and the
+	// pipeline logs it once as it stops.
 	rel.err = errors.Join(errs...)
-	if rel.err != nil {
-		d.log.Warn("outbox table cannot be mapped; its inserts are poison events",
-			zap.String("table", rel.qualified), zap.Error(rel.err))
-	}
 	return rel
 }

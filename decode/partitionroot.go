@@ -20,11 +20,18 @@ import (
 
 // addRelation caches a Relation message's relation, held back for Resolve
 // when it is not an outbox.
-func (d *Decoder) addRelation(m pgoutput.Relation) {
+//
+// An outbox whose columns no longer match the mapping is an error
+// wrapping ErrSchemaChanged (schemachange.go).
+func (d *Decoder) addRelation(m pgoutput.Relation) error {
+	prev := d.relations[m.ID]
 	rel := d.mapRelation(m)
 	d.relations[m.ID] = rel
+	if rel.outbox && rel.err != nil {
+		return d.unmappable(prev, m, rel)
+	}
 	if rel.outbox || !d.cfg.ResolvePartitionRoots {
-		return
+		return nil
 	}
 	// N.B. a relation is resolved again at each Relation message: pgoutput
 	// sends one after the relation changed, ATTACH PARTITION included.
@@ -36,6 +43,7 @@ func (d *Decoder) addRelation(m pgoutput.Relation) {
 		}
 	}
 	d.pending = append(d.pending, m)
+	return nil
 }
 
 // Unresolved returns a relation that waits for Resolve: its OID and its
@@ -75,6 +83,12 @@ func (d *Decoder) Resolve(oid uint32, root string, exists bool) error {
 		rel = d.mapRelationAs(m, root)
 		rel.leaf = m.Namespace + "." + m.Name
 		d.relations[oid] = rel
+		if rel.err != nil {
+			// N.B. the leaf's previous columns are gone: no rename is told.
+			err := d.unmappable(nil, m, rel)
+			rel.pending = false
+			return err
+		}
 	}
 	rel.pending = false
 	return nil

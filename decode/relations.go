@@ -12,8 +12,14 @@ import (
 type relation struct {
 	qualified string
 	outbox    bool
-	columns   []pgoutput.Column
-	err       error // the relation cannot be mapped; every insert is a poison event
+	columns   []pgoutput.Column // each type resolved through Config.Types
+	// sent are the Relation message's columns, their types as sent, when
+	// one of them was resolved (nil: columns are as sent).
+	sent []pgoutput.Column
+	err  error // the relation cannot be mapped (problems: the mapped columns in question)
+	// problems are the mapped columns the relation lacks or has with a type
+	// their flag does not take (schemachange.go).
+	problems []mappingProblem
 
 	idIdx, keyIdx, payloadIdx int
 	payloadBytea              bool
@@ -82,4 +88,12 @@ func newRelation(qualified string, columns []pgoutput.Column) *relation {
 		columns:   columns,
 		idIdx:     -1, keyIdx: -1, payloadIdx: -1, partIdx: -1, stampIdx: -1, routeIdx: -1, versionIdx: -1,
 	}
+}
+
+// sentType is the type of column i as the Relation message sent it.
+func (r *relation) sentType(i int) uint32 {
+	if r.sent != nil {
+		return r.sent[i].TypeOID
+	}
+	return r.columns[i].TypeOID
 }

@@ -29,7 +29,8 @@ const bufferBatches = 16
 func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	r.current.Store(nil)
 	// Columns first: nothing is created for a mapping that cannot work.
-	if err := CheckColumns(ctx, r.rc.ConnString, r.rc.Publication, r.dc); err != nil {
+	checked, err := CheckColumns(ctx, r.rc.ConnString, r.rc.Publication, r.dc)
+	if err != nil {
 		return onPostgres(err)
 	}
 	// N.B. the marker store before the slot: whether a missing slot may be
@@ -79,6 +80,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	r.kafkaOK.Store(true)
 	dc := r.dc
 	dc.ResolvePartitionRoots = true
+	dc.Types, dc.LiveFrom, dc.Columns = checked.Types, checked.At, checked.Columns
 	dec, err := decode.New(dc, r.log)
 	if err != nil {
 		return err
@@ -96,12 +98,13 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	pipelineDone := make(chan struct{})
 
 	g, gctx := errgroup.WithContext(ctx)
+	halt := newSchemaStop(stop, gctx.Done())
 	g.Go(func() error {
-		return onPostgres(stream.Run(gctx, stop, st.ConfirmedFlush, msgs, drained))
+		return onPostgres(stream.Run(gctx, halt.stop, st.ConfirmedFlush, msgs, drained))
 	})
 	g.Go(func() error {
 		defer close(pipelineDone)
-		return r.decodeLoop(gctx, msgs, drained, dec, roots, stream, snk, tr, ver)
+		return r.decodeLoop(gctx, msgs, drained, dec, roots, stream, snk, tr, ver, halt)
 	})
 	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr, ver) })
 	g.Go(func() error { return r.keepMarker(gctx, pipelineDone, ms, st, stream) })
@@ -112,18 +115,29 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 // to the sink, until msgs is closed (a graceful stop: it drains) or a stage
 // fails.
 func (r *Relay) decodeLoop(ctx context.Context, msgs <-chan []replication.Message, drained chan<- struct{},
-	dec *decode.Decoder, roots *pgcatalog.PartitionRoots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
+	dec *decode.Decoder, roots *pgcatalog.PartitionRoots, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier, halt *schemaStop) error {
 	var ignored, other, nonTx uint64
 	for {
 		select {
 		case batch, ok := <-msgs:
 			if !ok {
 				r.metrics.SetState(metrics.StateStopping)
-				return r.drain(ctx, snk, tr, ver, drained)
+				if err := r.drain(ctx, snk, tr, ver, drained); err != nil || halt.err == nil {
+					return err
+				}
+				return halt.err
 			}
 			var txs uint64
 			for _, m := range batch {
+				// N.B. after a schema change nothing more is decoded
+				// (schemastop.go); the stream ends soon.
+				if halt.err != nil {
+					break
+				}
 				last, err := r.decodeOne(ctx, m, dec, roots, snk)
+				if halt.halt(err) {
+					break
+				}
 				if err != nil {
 					return err
 				}

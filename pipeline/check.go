@@ -87,7 +87,7 @@ func Check(ctx context.Context, cfg Config, o CheckOptions) []CheckResult {
 	}
 	columns := CheckResult{Check: preflight.Check{Name: "outbox columns"}, Skipped: skippedFor("outbox columns", failed)}
 	if columns.Skipped == "" {
-		columns.Err = CheckColumns(ctx, rc.ConnString, rc.Publication, dc)
+		_, columns.Err = CheckColumns(ctx, rc.ConnString, rc.Publication, dc)
 		columns.Note = "every mapped and template column exists, has a type its flag takes and is sent by pgoutput"
 		if dc.NoTables {
 			columns.Note = "none: --source messages reads each event's fields from its message's JSON content"

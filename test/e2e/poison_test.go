@@ -264,14 +264,13 @@ func TestNonInsertChangesAreIgnored(t *testing.T) {
 }
 
 // TestSchemaChangesWhileStreaming: the relation cache follows ALTER TABLE;
-// rows that can still be mapped flow, the others are dead-lettered with a
-// message naming the missing column.
+// rows that can still be mapped flow (a mapped column renamed or dropped
+// stops walrelay instead: schemachange_test.go).
 func TestSchemaChangesWhileStreaming(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	dlq := e.Prefix + ".dlq"
 	c := e.Collect(t)
-	dc := e.CollectRE(t, "^"+strings.ReplaceAll(dlq, ".", `\.`)+"$")
 	relay := e.Start(t, "--dlq-topic", dlq)
 	relay.WaitStreaming()
 	ins := func(n int) {
@@ -284,21 +283,13 @@ func TestSchemaChangesWhileStreaming(t *testing.T) {
 	ins(3)
 	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ALTER COLUMN type TYPE varchar(100)`)
 	ins(4)
-	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox RENAME COLUMN aggregateid TO aggregate_id`)
-	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregate_id, type, payload) VALUES ($1, $2, 'agg-1', 'T', '{"n": 5}')`, harness.NewUUID(), e.AggType(0))
-	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox RENAME COLUMN aggregate_id TO aggregateid`)
-	ins(6)
-	recs := c.WaitFor(5, time.Minute)
-	dead := dc.WaitFor(1, time.Minute)
+	recs := c.WaitFor(4, time.Minute)
 	var got []string
 	for _, r := range recs {
 		got = append(got, string(r.Value))
 	}
-	if want := []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`, `{"n": 4}`, `{"n": 6}`}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`, `{"n": 4}`}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("records %q, want %q", got, want)
-	}
-	if msg, _ := harness.Header(dead[0], "walrelay.error.message"); !strings.Contains(msg, `"aggregateid"`) {
-		t.Errorf("dead-letter message %q does not name the missing column", msg)
 	}
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
