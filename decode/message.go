@@ -2,12 +2,14 @@ package decode
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -56,6 +58,11 @@ type messageSource struct {
 	warned bool                 // the non-transactional warning was logged
 	row    [1]pgoutput.TupleCol // a poison event's row: the raw content
 	poison relation             // the relation of that row
+	// poisonBytes is the relation of the row of a content that is not
+	// UTF-8: bytea, the content in bytea's hex form, so that the dead
+	// letter (JSON) keeps every byte.
+	poisonBytes relation
+	hex         []byte
 }
 
 // initMessages builds the virtual outbox of the message source. A mapping
@@ -69,6 +76,7 @@ func (d *Decoder) initMessages() error {
 	ms := &d.msg
 	ms.table = MessageTable(d.cfg.MessagePrefix)
 	ms.poison = *newRelation(ms.table, []pgoutput.Column{{Name: "content", TypeOID: oidText}})
+	ms.poisonBytes = *newRelation(ms.table, []pgoutput.Column{{Name: "content", TypeOID: oidBytea}})
 	for name := range want {
 		ms.names = append(ms.names, name)
 	}
@@ -131,6 +139,16 @@ func (d *Decoder) message(msg []byte) (*Tx, error) {
 func (d *Decoder) messageEvent(content []byte) Event {
 	ms := &d.msg
 	ms.cols = ms.cols[:0]
+	// N.B. PostgreSQL sends a message's content as it was emitted, never
+	// converted (the bytea form of pg_logical_emit_message takes any
+	// bytes), and json.Valid takes strings that are not UTF-8.
+	if !utf8.Valid(content) {
+		ms.hex = append(append(ms.hex[:0], `\x`...), make([]byte, hex.EncodedLen(len(content)))...)
+		hex.Encode(ms.hex[2:], content)
+		ms.row[0] = pgoutput.TupleCol{Kind: pgoutput.KindText, Data: ms.hex}
+		return poisonEvent(&ms.poisonBytes, ms.row[:], nil, nil,
+			fmt.Errorf("%w: message content is not valid UTF-8 (the dead letter has it as bytea)", ErrBadValue), -1)
+	}
 	if !json.Valid(content) {
 		return d.messagePoison(content, fmt.Errorf("%w: message content is not valid JSON", ErrBadValue))
 	}

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -246,4 +247,24 @@ func FuzzMessageContent(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMessageNotUTF8: a content that is not UTF-8 (the bytea form of
+// pg_logical_emit_message sends any bytes, never converted) is poison,
+// kept whole as bytea's hex form, even when it is valid JSON otherwise.
+func TestMessageNotUTF8(t *testing.T) {
+	content := "{\"id\": \"e-1\", \"type\": \"T\", \"payload\": {\"note\": \"caf\xe9\"}, \"aggregateid\": \"42\", \"aggregatetype\": \"order\"}"
+	d := newDecoder(t, Config{Messages: true})
+	tx := oneTx(t, d, msgMessage(commitLSN, "outbox", content))
+	if len(tx.Events) != 1 {
+		t.Fatalf("got %d events, want 1", len(tx.Events))
+	}
+	ev := tx.Events[0]
+	if !errors.Is(ev.Err, ErrBadValue) || !strings.Contains(ev.Err.Error(), "not valid UTF-8") {
+		t.Fatalf("error %v, want %v saying the content is not valid UTF-8", ev.Err, ErrBadValue)
+	}
+	want := `\x` + hex.EncodeToString([]byte(content))
+	if len(ev.Row) != 1 || ev.Row[0].Name != "content" || ev.Row[0].Type != oidBytea || string(ev.Row[0].Value) != want {
+		t.Errorf("row %+v, want field \"content\" of type bytea %s", ev.Row, want)
+	}
 }
