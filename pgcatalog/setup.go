@@ -92,7 +92,8 @@ type SetupPlan struct {
 	role, password string
 	slot           string
 	stmts          []SetupStatement
-	slotStmt       int // stmts' index of the slot
+	slotStmt       int  // stmts' index of the slot
+	messages       bool // for the message source (AddEmit)
 }
 
 // PlanSetup plans role (none when empty) with password, the publication of
@@ -110,11 +111,17 @@ func PlanSetup(role, password string, rotate bool, publication, slot string, tab
 	return p, nil
 }
 
-// AddSQL adds statements run as they are (EmitSQL's).
-func (p *SetupPlan) AddSQL(sql ...string) {
+// AddEmit adds walrelay.emit for the message source of dc (EmitSQL).
+func (p *SetupPlan) AddEmit(dc decode.Config) error {
+	sql, err := EmitSQL(dc)
+	if err != nil {
+		return err
+	}
 	for _, s := range sql {
 		p.stmts = append(p.stmts, SetupStatement{SQL: s})
 	}
+	p.messages = true
+	return nil
 }
 
 // FailoverSlot makes the slot a failover slot (PostgreSQL 17+).
@@ -143,7 +150,17 @@ func (p *SetupPlan) Script(w io.Writer, failover bool) {
 // Apply runs the plan on c, skipping what exists, and writes one line per
 // statement to w ("done:   SQL" or "exists: ..."), with the password
 // redacted. It stops at the first statement that fails, naming it.
+//
+// N.B. first the database's encoding, as run checks it: setup creates
+// nothing for a database walrelay would refuse (checkEncoding).
 func (p *SetupPlan) Apply(ctx context.Context, c *CommandConn, w io.Writer) error {
+	var enc string
+	if err := c.conn.QueryRow(ctx, `SELECT current_setting('server_encoding')`).Scan(&enc); err != nil {
+		return fmt.Errorf("read server_encoding: %w", err)
+	}
+	if _, err := checkEncoding(enc, p.messages); err != nil {
+		return err
+	}
 	for _, s := range p.stmts {
 		ran, err := c.run(ctx, s)
 		switch {

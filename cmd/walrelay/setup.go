@@ -48,12 +48,10 @@ func setupCmd(args []string, stdout, stderr io.Writer) int {
 		return exitRuntime
 	}
 	if rc.Messages {
-		emit, err := pgcatalog.EmitSQL(c.pc.Decode)
-		if err != nil {
+		if err := plan.AddEmit(c.pc.Decode); err != nil {
 			fmt.Fprintf(stderr, "walrelay: %v\n", err)
 			return exitConfig
 		}
-		plan.AddSQL(emit...)
 	}
 	if *print {
 		plan.Script(stdout, rc.SlotFailover != replication.FailoverOff)

@@ -255,6 +255,14 @@ func TestMessageSourceAndSQLASCIIRefused(t *testing.T) {
 			if code == 0 || !strings.Contains(out, "database encoding") {
 				t.Errorf("walrelay check --source %s on a %s database: exit %d, want a failed database encoding check:\n%s", c.source, c.enc, code, out)
 			}
+			// setup creates nothing for a database run would refuse.
+			out, code = e2etest.RunCmd(t, e, "setup", "--source", c.source, "--role", "")
+			if code != 2 || !strings.Contains(out, c.want[0]) {
+				t.Errorf("walrelay setup --source %s on a %s database: exit %d, want 2 saying %q:\n%s", c.source, c.enc, code, c.want[0], out)
+			}
+			if e.Bed.Slot(t, e.DSN, e.Slot).Exists {
+				t.Errorf("a refused setup created slot %s", e.Slot)
+			}
 			relay := e.Start(t, "--source", c.source)
 			if code := relay.Wait(time.Minute); code != 2 {
 				t.Errorf("exit code %d, want 2", code)
