@@ -19,8 +19,8 @@ func (e *refusedError) Is(target error) bool { return target == replication.ErrS
 
 // RefusalHint says whether err is PostgreSQL or Kafka refusing who walrelay is
 // or what it asks for at login (a wrong password, an unknown role or
-// database, a failed SASL authentication, a broker certificate walrelay does
-// not trust) or later (an ACL missing, a compression codec), and what to
+// database, a failed SASL authentication, a server certificate walrelay
+// does not trust) or later (an ACL missing, a compression codec), and what to
 // fix: a setup error while walrelay has never streamed, and, for the Kafka
 // refusals that RefusedAlways reports, after too.
 //
@@ -36,6 +36,11 @@ func RefusalHint(err error, connString string) (hint string, ok bool) {
 	// A PostgreSQL error is classified by its SQLSTATE alone.
 	if pgcatalog.IsPostgresError(err) {
 		return pgcatalog.LoginRefusal(err, connString)
+	}
+	// N.B. before the Kafka refusals: a certificate PostgreSQL presents
+	// fails with the same x509 errors as a broker's.
+	if pgcatalog.ConnectFailed(err) {
+		return pgcatalog.CertRefusal(err, connString)
 	}
 	if kafkaconn.IsAuthFailure(err) {
 		return "Kafka refused the SASL login: fix --kafka-sasl-username and the password (WALRELAY_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file), or --kafka-sasl-mechanism", true

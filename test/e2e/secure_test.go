@@ -276,7 +276,8 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 				// names localhost only.
 				return strings.Replace(s.roleDSN(t, e, s.pgPassword), "@"+testbed.PGCertHost+":", "@127.0.0.1:", 1)
 			},
-			want: regexp.MustCompile(`x509: cannot validate certificate for 127\.0\.0\.1 because it doesn't contain any IP SANs`),
+			want:    regexp.MustCompile(`x509: cannot validate certificate for 127\.0\.0\.1 because it doesn't contain any IP SANs`),
+			refused: "PostgreSQL's TLS certificate does not name the host in --pg-url (sslmode=verify-full checks it): connect by a name the certificate holds",
 		},
 		{
 			name: "wrong PostgreSQL password", cause: "postgres", environ: envPW, args: s.kafkaArgs("SCRAM-SHA-512"),
