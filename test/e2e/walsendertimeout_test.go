@@ -19,11 +19,13 @@ import (
 func TestQuietWalsenderWithinTimeout(t *testing.T) {
 	t.Parallel()
 	e := e2etest.NewEnv(t)
-	// N.B. the bed's server sets wal_sender_timeout = 60s; RunArgs sets
+	// N.B. set on the database, as a DBA may (the bed's server has 60s):
+	// walrelay must read what applies to its own connection. RunArgs sets
 	// --status-interval 1s: four intervals are far below it.
+	e.Bed.Exec(t, e.DSN, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET wal_sender_timeout = %L', current_database(), '45s'); END $$`)
 	var wst string
-	if err := e.Bed.QueryRow(t, e.DSN, `SHOW wal_sender_timeout`).Scan(&wst); err != nil || wst != "1min" {
-		t.Fatalf("wal_sender_timeout = %q, %v; the test needs the bed's 1min, above four status intervals (4s)", wst, err)
+	if err := e.Bed.QueryRow(t, e.DSN, `SHOW wal_sender_timeout`).Scan(&wst); err != nil || wst != "45s" {
+		t.Fatalf("wal_sender_timeout = %q, %v; want the database's 45s", wst, err)
 	}
 	relay := e.Start(t)
 	relay.WaitStreaming()
@@ -61,6 +63,9 @@ func TestQuietWalsenderWithinTimeout(t *testing.T) {
 		return strings.Contains(log, quiet)
 	})
 	resume()
+	if !strings.Contains(relay.Log(), `"wal_sender_timeout":"45s"`) {
+		t.Errorf("walrelay's warning does not name the database's wal_sender_timeout 45s as its limit:\n%.2000s", relay.Log())
+	}
 	insert(2)
 	c.WaitFor(2, time.Minute)
 	if got := e.Walsender(t); got != pid {
