@@ -110,6 +110,11 @@ func (s *aclServers) outboxWrite() *kadm.ACLBuilder {
 
 func (s *aclServers) newEnv(t *testing.T) *env {
 	e := &env{Env: harness.NewEnvOn(t, s.bed, relayBin), Brokers: s.bed.SecureBrokers(), KafkaOpts: s.adminOpts}
+	// N.B. the publication before the slot: pgoutput reads publications
+	// with the snapshot of the change it decodes, and a row committed
+	// before the publication existed ends the walsender with "publication
+	// does not exist".
+	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert', publish_via_partition_root = true)`, e.Pub))
 	e.Bed.Exec(t, e.DSN, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, e.Slot))
 	return e
 }
@@ -176,6 +181,24 @@ func TestKafkaACLRefusals(t *testing.T) {
 		const hint = "needs IDEMPOTENT_WRITE on the cluster, which WRITE on any topic implies"
 		if code != 2 || !strings.Contains(out, "CLUSTER_AUTHORIZATION_FAILED") || !strings.Contains(out, hint) {
 			t.Errorf("walrelay: exit %d, want 2 with CLUSTER_AUTHORIZATION_FAILED and %q:\n%s", code, hint, logTail(out))
+		}
+		if got := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN; got != before {
+			t.Errorf("slot confirmed at %s, want %s where it was created", got, before)
+		}
+	})
+
+	t.Run("exactly-once without WRITE on the transactional id", func(t *testing.T) {
+		s.base(t)
+		s.acls(t, true, s.stateWrite())
+		s.acls(t, true, s.outboxWrite())
+		e := s.newEnv(t)
+		before := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
+		insert(e, 1)
+		args := append(append(e.RunArgs([]string{"--pg-url", e.DSN}, e.KafkaBrokers()), s.args()...), "--exactly-once")
+		code, out := e2etest.RunFor(t, 2*time.Minute, s.environ(), args...)
+		const hint = "grant WRITE and DESCRIBE on the transactional id"
+		if code != 2 || !strings.Contains(out, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") || !strings.Contains(out, hint) {
+			t.Errorf("walrelay --exactly-once: exit %d, want 2 with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and %q:\n%s", code, hint, logTail(out))
 		}
 		if got := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN; got != before {
 			t.Errorf("slot confirmed at %s, want %s where it was created", got, before)
