@@ -60,6 +60,9 @@ func (p *prep) prepareSlot(ctx context.Context) error {
 	if deref(slotDB) != p.db {
 		return setupErrorf("replication slot %q belongs to database %q, not %q: connect to that database or choose another --slot", cfg.Slot, deref(slotDB), p.db)
 	}
+	if err := p.refuseTwoPhase(ctx); err != nil {
+		return err
+	}
 	p.st.WALStatus = deref(walStatus)
 	// N.B. only wal_status lost means lost. A slot without
 	// confirmed_flush_lsn is being created by another session, waiting for

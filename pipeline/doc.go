@@ -12,7 +12,8 @@
 // sink and tracker; only a permanent error (setup, slot lost, a poison
 // event with --on-poison halt) ends Run. A login PostgreSQL or Kafka
 // refuses (RefusalHint) is a setup error until an attempt has streamed,
-// and retried after. The pipeline runs no SQL of its own: the catalog
+// and retried after; an ACL or a codec Kafka refuses (RefusedAlways) is one
+// always. The pipeline runs no SQL of its own: the catalog
 // queries (Prepare, the publication verifier, the slot status, the column
 // checks, partition roots) are package pgcatalog's.
 package pipeline

@@ -199,8 +199,9 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 			streamed = true
 		}
 		// N.B. a login refused before walrelay ever streamed is a
-		// configuration mistake (RefusalHint); after, it is retried.
-		if hint, ok := RefusalHint(err, r.rc.ConnString); ok && !streamed {
+		// configuration mistake (RefusalHint); after, it is retried, but
+		// for an ACL or a codec Kafka refuses (RefusedAlways).
+		if hint, ok := RefusalHint(err, r.rc.ConnString); ok && (!streamed || RefusedAlways(err)) {
 			return &refusedError{err: err, hint: hint}
 		}
 		select {

@@ -124,6 +124,11 @@ type session struct {
 	// slow Kafka): the stream read nothing meanwhile. receive clears it
 	// before the flush that precedes a read.
 	waited bool
+	// quietLimit is how long the server may stay silent before the
+	// connection counts as dead (livenessDeadline); quietWarned is set
+	// once the silence passed four status intervals and was logged.
+	quietLimit  time.Duration
+	quietWarned bool
 }
 
 // Run streams from start (the slot's confirmed_flush_lsn, or the slot's
@@ -151,6 +156,12 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 		}
 	}
 
+	// N.B. read before START_REPLICATION, the last command a walsender
+	// answers (liveness.go).
+	wst, err := walSenderTimeout(ctx, conn)
+	if err != nil {
+		s.log.Warn("read wal_sender_timeout: the connection is taken for dead after four silent status intervals", zap.Error(err))
+	}
 	// N.B. protocol 1: whole transactions after their commit, never
 	// in-progress ones; a transactional message comes inside its
 	// transaction, in WAL order with its rows, at the commit.
@@ -196,7 +207,8 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 			zap.Stringer("read_lsn", start), zap.Stringer("lsn", held))
 		start = held
 	}
-	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, tx: pgoutput.NewTxState(start), received: start, reader: reader}
+	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, tx: pgoutput.NewTxState(start), received: start, reader: reader,
+		quietLimit: livenessDeadline(s.cfg.StatusInterval, wst)}
 	s.confirmed.Store(uint64(start))
 	s.beat.Store(time.Now().UnixNano())
 	s.streaming.Store(true)
@@ -260,7 +272,8 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 	var stopBy time.Time
 	// N.B. an idle server may send nothing for long: after two quiet status
 	// intervals the status update asks for a reply; after four without
-	// any message the connection is taken for dead and re-established.
+	// any message, or wal_sender_timeout when longer (ss.quietLimit), the
+	// connection is taken for dead and re-established.
 	lastRecv := time.Now()
 	received := false   // a message arrived since lastRecv was set
 	var armed time.Time // the read deadline set, if it is nextStatus
@@ -357,8 +370,17 @@ func (s *Stream) readError(ss *session, err error, lastRecv time.Time) error {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		if quiet := time.Since(lastRecv); quiet > 4*s.cfg.StatusInterval {
-			return fmt.Errorf("receive: no message from PostgreSQL for %s, not even a reply to a status update asking for one: the connection is dead", quiet.Round(time.Second))
+		quiet := time.Since(lastRecv)
+		if quiet > ss.quietLimit {
+			return fmt.Errorf("receive: no message from PostgreSQL for %s, not even a reply to a status update asking for one (the limit: four status intervals, or wal_sender_timeout when longer, %s): the connection is dead", quiet.Round(time.Second), ss.quietLimit)
+		}
+		switch {
+		case quiet <= 4*s.cfg.StatusInterval:
+			ss.quietWarned = false
+		case !ss.quietWarned:
+			ss.quietWarned = true
+			s.log.Warn("no message from PostgreSQL for four status intervals, not even a reply to a status update asking for one: waiting up to wal_sender_timeout before taking the connection for dead",
+				zap.Duration("quiet", quiet.Round(time.Millisecond)), zap.Duration("wal_sender_timeout", ss.quietLimit))
 		}
 		return nil
 	}

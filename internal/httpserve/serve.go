@@ -74,7 +74,9 @@ func Serve(ctx context.Context, cfg Config, g prometheus.Gatherer, p Probes, log
 		// N.B. opt-in (--http-pprof): the endpoints show the program's
 		// internals and a profile costs CPU while it runs.
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		// N.B. no /debug/pprof/cmdline: it returns the command line, and
+		// a --pg-url there holds PostgreSQL's password.
+		mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

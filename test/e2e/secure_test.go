@@ -254,13 +254,15 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 		},
 		{
 			name: "CA that did not sign the broker's certificate", cause: "kafka", dsn: rightPG, environ: envPW,
-			args: append(s.kafkaArgs("SCRAM-SHA-512"), "--kafka-tls-ca-file", s.otherCAFile),
-			want: regexp.MustCompile(`x509: certificate signed by unknown authority`),
+			args:    append(s.kafkaArgs("SCRAM-SHA-512"), "--kafka-tls-ca-file", s.otherCAFile),
+			want:    regexp.MustCompile(`x509: certificate signed by unknown authority`),
+			refused: "the broker's TLS certificate is not signed by a CA walrelay trusts: set --kafka-tls-ca-file",
 		},
 		{
 			name: "broker's certificate does not name the server name", cause: "kafka", dsn: rightPG, environ: envPW,
-			args: append(s.kafkaArgs("SCRAM-SHA-512"), "--kafka-tls-server-name", "kafka.invalid"),
-			want: regexp.MustCompile(`x509: certificate is valid for [^"]*not kafka\.invalid`),
+			args:    append(s.kafkaArgs("SCRAM-SHA-512"), "--kafka-tls-server-name", "kafka.invalid"),
+			want:    regexp.MustCompile(`x509: certificate is valid for [^"]*not kafka\.invalid`),
+			refused: "the broker's TLS certificate does not name the host walrelay dialed: fix --brokers to use a name in the certificate, or set --kafka-tls-server-name",
 		},
 		{
 			name: "no client certificate", cause: "kafka", dsn: rightPG, environ: envPW,
@@ -274,7 +276,8 @@ func TestSecureKafkaAndPostgres(t *testing.T) {
 				// names localhost only.
 				return strings.Replace(s.roleDSN(t, e, s.pgPassword), "@"+testbed.PGCertHost+":", "@127.0.0.1:", 1)
 			},
-			want: regexp.MustCompile(`x509: cannot validate certificate for 127\.0\.0\.1 because it doesn't contain any IP SANs`),
+			want:    regexp.MustCompile(`x509: cannot validate certificate for 127\.0\.0\.1 because it doesn't contain any IP SANs`),
+			refused: "PostgreSQL's TLS certificate does not name the host in --pg-url (sslmode=verify-full checks it): connect by a name the certificate holds",
 		},
 		{
 			name: "wrong PostgreSQL password", cause: "postgres", environ: envPW, args: s.kafkaArgs("SCRAM-SHA-512"),

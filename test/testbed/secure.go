@@ -74,6 +74,11 @@ type KafkaSecurity struct {
 	// ClientCert makes the listener require a client certificate signed by
 	// CA (ssl.client.auth=required) in addition to SASL.
 	ClientCert bool
+	// Authorizer turns Kafka's StandardAuthorizer on: the users of Users
+	// may do only what ACLs allow them, except SuperUsers (names in Users)
+	// and the PLAINTEXT listener's clients (kafkaacl.go).
+	Authorizer bool
+	SuperUsers []string
 }
 
 // safeSecret is what the bed writes into properties files, JAAS lines and
@@ -210,7 +215,7 @@ listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.p
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 `, keyStore, trustStore, clientAuth, strings.Join(plainUsers, " "))
-	return cfg, scram, nil
+	return cfg + s.authorizerConfig(), scram, nil
 }
 
 // StartForTest starts servers of the test's own, as Start does, and stops
