@@ -29,7 +29,10 @@ type Deps struct {
 	// CreatedTopics counts the topics created for MaxCreatedTopics.
 	// Default nil: the sink's own, which does not outlive it.
 	CreatedTopics *CreatedTopics
-	// Opts are extra client options (tests' hooks), applied last.
+	// Opts are extra client options (tests' hooks), applied after the
+	// sink's own but before its logger: a kgo.WithLogger here is
+	// overridden, as the sink's logger guards the order of records
+	// (Sink.held).
 	Opts []kgo.Opt
 	// Null acknowledges every event at once without Kafka: a benchmark
 	// option that separates decoding from producing. Never for production.
