@@ -53,9 +53,8 @@ func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {
 		return fmt.Errorf("%w: checkpoint topic %s has cleanup.policy=%s: set it to compact (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact), or name another with --checkpoint-topic",
 			ErrExactlyOnceSetup, t, policy, t)
 	}
-	for tt, limit := range s.describeLimits(ctx, []string{t}, true) {
-		s.limits.m.Store(tt, limit)
-		s.known[tt] = limit
+	for tt, c := range s.describeLimits(ctx, []string{t}, true) {
+		s.storeLimits(tt, c)
 	}
 	return nil
 }

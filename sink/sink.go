@@ -53,9 +53,15 @@ type Sink struct {
 	rate       rate.Meter                      // transaction parts produced, for Send
 	flushDone  chan struct{}                   // closed when sendLingering's flush has ended
 
-	iso        *Isolation
-	lastCommit atomic.Uint64 // commit LSN of the newest transaction begun
-	delivery   delivery      // atLeastOnce, or exactlyOnce with ExactlyOnce
+	iso *Isolation
+	// Stamping with the current time after Kafka rejected timestamps
+	// (Isolation.stampNow): the transactions up to stampThrough of
+	// stampTopics (nil: none). Used by the producing goroutine only.
+	stampThrough pglogrepl.LSN
+	stampTopics  map[string]bool
+	eventStamped sync.Map      // topics given an event's own timestamp: topic → true
+	lastCommit   atomic.Uint64 // commit LSN of the newest transaction begun
+	delivery     delivery      // atLeastOnce, or exactlyOnce with ExactlyOnce
 
 	errOnce   sync.Once
 	err       error
@@ -185,6 +191,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 		log.Warn("kafka rejected a record batch: producing the records of its topics one at a time, to find the record at fault",
 			zap.Strings("topics", slices.Sorted(maps.Keys(topics))), zap.Stringer("through_commit_lsn", through))
 	}
+	s.stampThrough, s.stampTopics = s.iso.stamping()
 	go s.watchdog()
 	return s, nil
 }
