@@ -59,9 +59,11 @@ type Sink struct {
 	// stampTopics (nil: none). Used by the producing goroutine only.
 	stampThrough pglogrepl.LSN
 	stampTopics  map[string]bool
-	eventStamped sync.Map      // topics given an event's own timestamp: topic → true
-	lastCommit   atomic.Uint64 // commit LSN of the newest transaction begun
-	delivery     delivery      // atLeastOnce, or exactlyOnce with ExactlyOnce
+	eventStamped sync.Map // topics given an event's own timestamp: topic → true
+	stampMu      sync.Mutex
+	stampAsked   map[string]error // timestampRetry's decision per topic, under stampMu
+	lastCommit   atomic.Uint64    // commit LSN of the newest transaction begun
+	delivery     delivery         // atLeastOnce, or exactlyOnce with ExactlyOnce
 
 	errOnce   sync.Once
 	err       error

@@ -146,13 +146,28 @@ func (s *Sink) timestampRetry(r *kgo.Record, err error, own bool) error {
 	if b := s.limits.bounds(r.Topic); b.before == 0 {
 		return nil
 	}
+	// N.B. franz-go fails every buffered record of the partition with
+	// the batch's error: one request, and one decision, per topic and sink.
+	s.stampMu.Lock()
+	defer s.stampMu.Unlock()
+	if retry, ok := s.stampAsked[r.Topic]; ok {
+		return retry
+	}
 	through := pglogrepl.LSN(s.lastCommit.Load())
 	tries := s.iso.stampNow(r.Topic, through)
+	var retry error
+	defer func() {
+		if s.stampAsked == nil {
+			s.stampAsked = map[string]error{}
+		}
+		s.stampAsked[r.Topic] = retry
+	}()
 	if tries > stampRetries {
 		s.log.Warn("kafka rejected the current time as the timestamp of records again: the brokers' clocks may differ from this host's by more than the topic's message.timestamp.before.max.ms or after.max.ms; its records are now isolated and dead-lettered",
 			zap.String("topic", r.Topic), zap.Int("tries", tries))
 		return nil
 	}
-	return fmt.Errorf("produce to topic %s partition %d: %w: kafka rejected the timestamp of a record; restarting from the confirmed position, its topic's bounds read again and its records up to commit lsn %s stamped with the current time (header %s keeps the commit time)",
+	retry = fmt.Errorf("produce to topic %s partition %d: %w: kafka rejected the timestamp of a record; restarting from the confirmed position, its topic's bounds read again and its records up to commit lsn %s stamped with the current time (header %s keeps the commit time)",
 		r.Topic, r.Partition, err, through, HeaderCommitTime)
+	return retry
 }

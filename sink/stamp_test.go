@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/decode"
 )
 
 // TestStampBounds: the bounds read from a topic's configs, and which
@@ -113,7 +115,15 @@ func TestRejectedTimestampsAreStampedAgain(t *testing.T) {
 	opt := func(cfg *sinkSetup) { cfg.Compression = "none"; cfg.Isolation = iso; cfg.TopicPartitions = 1 }
 	s1, tr1 := newSink(t, c, OnPoisonDeadLetter, time.Minute, opt)
 	ctx := context.Background()
-	if err := s1.Produce(ctx, tx(1, start+100, event("bounded", "k1", "id1"), event("bounded", "k2", "id2"))); err != nil {
+	// N.B. more records than stampRetries, all failed with the batch.
+	part := func() *decode.Tx {
+		var evs []decode.Event
+		for i := range 6 {
+			evs = append(evs, event("bounded", fmt.Sprint("k", i), fmt.Sprint("id", i)))
+		}
+		return tx(1, start+100, evs...)
+	}
+	if err := s1.Produce(ctx, part()); err != nil {
 		t.Fatal(err)
 	}
 	err := waitFailed(t, s1)
@@ -139,7 +149,7 @@ func TestRejectedTimestampsAreStampedAgain(t *testing.T) {
 	if err := s2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.Produce(ctx, tx(1, start+100, event("bounded", "k1", "id1"), event("bounded", "k2", "id2"))); err != nil {
+	if err := s2.Produce(ctx, part()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s2.Flush(ctx); err != nil {
@@ -159,7 +169,7 @@ func TestRejectedTimestampsAreStampedAgain(t *testing.T) {
 	if _, topics := iso.stamping(); topics != nil {
 		t.Errorf("stamping %v after the relay confirmed past it", topics)
 	}
-	for _, r := range readAll(t, c, "bounded", 2) {
+	for _, r := range readAll(t, c, "bounded", 6) {
 		if got := header(r, HeaderCommitTime); got != "1700000000000" {
 			t.Errorf("record %s: %s %q, want the commit time 1700000000000", header(r, "id"), HeaderCommitTime, got)
 		}
