@@ -22,6 +22,11 @@ type Deps struct {
 	Source kafkastate.Source
 	// Metrics, if set, counts published, dead-lettered and failed records.
 	Metrics *metrics.Metrics
+	// CheckpointTopicReady says that the relay's marker store checked
+	// (or created) Config.CheckpointTopic, compacted, already
+	// (kafkastate.Open): with ExactlyOnce the sink then only reads its
+	// limits instead of checking it again at every start.
+	CheckpointTopicReady bool
 	// Isolation carries across restarts the records to produce one at a
 	// time after Kafka rejected a batch of them. Default nil: the sink's
 	// own, which does not outlive it.
