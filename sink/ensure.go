@@ -97,7 +97,7 @@ func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, miss
 		}
 		if b := c.stamp; !b.logAppend && b.before != unbounded {
 			s.log.Info("topic bounds record timestamps: a commit time outside them is replaced by the current time (header "+HeaderCommitTime+")",
-				zap.String("topic", t), zap.Stringer("before_max", b.before), zap.Stringer("after_max", b.after))
+				zap.String("topic", t), zap.Int64("before_max_ms", b.before.Milliseconds()), zap.Int64("after_max_ms", b.after.Milliseconds()))
 		}
 		s.storeLimits(t, c)
 	}

@@ -39,9 +39,6 @@ func TestBacklogOlderThanTheTopicsTimestampBound(t *testing.T) {
 
 func backlogOlderThanTheBound(t *testing.T, eos bool) {
 	e := newEnv(t)
-	if eos {
-		e.ExactlyOnce()
-	}
 	const bound = "1000" // ms
 	topic := "outbox.event." + e.AggType(0)
 	probe := "walrelay.probe." + e.Prefix
@@ -49,7 +46,11 @@ func backlogOlderThanTheBound(t *testing.T, eos bool) {
 		e.Bed.CreateTopicWith(t, tp, 3, map[string]string{"message.timestamp.before.max.ms": bound})
 	}
 	dlq := e.Prefix + ".dlq"
-	relay := e.Start(t, "--dlq-topic", dlq)
+	args := []string{"--dlq-topic", dlq}
+	if eos {
+		args = append(args, "--exactly-once", "--checkpoint-topic", e.CheckpointTopic())
+	}
+	relay := e.Start(t, args...)
 	relay.WaitStreaming()
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Fatalf("exit code %d", code)
@@ -79,7 +80,7 @@ func backlogOlderThanTheBound(t *testing.T, eos bool) {
 		return errors.Is(err, kerr.InvalidTimestamp)
 	})
 
-	relay = e.Start(t, "--dlq-topic", dlq)
+	relay = e.Start(t, args...)
 	relay.WaitStreaming()
 	// Events committed while walrelay runs, stamped as the bounds allow.
 	for i := range 3 {
