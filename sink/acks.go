@@ -30,6 +30,12 @@ func (a *txAcks) done(r *kgo.Record, err error) {
 		if !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
 			a.s.metrics.Failure() // not the records a discarded client gives back
 		}
+		_, own := a.s.eventStamped.Load(r.Topic)
+		if retry := a.s.timestampRetry(r, err, own); retry != nil {
+			// N.B. no isolation: the records are not at fault.
+			a.s.fail(retry)
+			return
+		}
 		if rejected(err) {
 			// N.B. the broker's error is the batch's, and franz-go fails
 			// every buffered record of the partition with it: which record

@@ -20,9 +20,15 @@ import (
 // checkpoint of the slot read once the stream holds the slot (init).
 
 // ensureCheckpointTopic checks that the checkpoint topic exists and is
-// compacted, creating it (one partition, compacted) if allowed.
+// compacted, creating it (one partition, compacted) if allowed, unless
+// the relay's marker store did (Deps.CheckpointTopicReady); then it reads
+// the topic's limits.
 func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {
 	t := s.cfg.CheckpointTopic
+	if s.deps.CheckpointTopicReady {
+		// N.B. the marker store checked it, on the same topic: once.
+		return s.checkpointLimits(ctx)
+	}
 	details, err := s.adm.ListTopics(ctx, t)
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
@@ -53,9 +59,13 @@ func (s *Sink) ensureCheckpointTopic(ctx context.Context) error {
 		return fmt.Errorf("%w: checkpoint topic %s has cleanup.policy=%s: set it to compact (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact), or name another with --checkpoint-topic",
 			ErrExactlyOnceSetup, t, policy, t)
 	}
-	for tt, limit := range s.describeLimits(ctx, []string{t}, true) {
-		s.limits.m.Store(tt, limit)
-		s.known[tt] = limit
+	return s.checkpointLimits(ctx)
+}
+
+// checkpointLimits reads the checkpoint topic's limits.
+func (s *Sink) checkpointLimits(ctx context.Context) error {
+	for t, c := range s.describeLimits(ctx, []string{s.cfg.CheckpointTopic}, true) {
+		s.storeLimits(t, c)
 	}
 	return nil
 }

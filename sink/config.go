@@ -207,7 +207,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max message bytes %d: want at least 1024", c.MaxMessageBytes))
 	}
 	if c.MaxInflightBytes < int(c.MaxMessageBytes) {
-		errs = append(errs, fmt.Errorf("max in-flight bytes %d is below max message bytes %d: raise it so one record fits", c.MaxInflightBytes, c.MaxMessageBytes))
+		errs = append(errs, fmt.Errorf("--max-inflight-bytes %d is below --kafka-max-message-bytes %d: raise --max-inflight-bytes (or lower --kafka-max-message-bytes) so that one record fits", c.MaxInflightBytes, c.MaxMessageBytes))
 	}
 	if c.TopicPartitions < 1 {
 		errs = append(errs, fmt.Errorf("topic partitions %d: want at least 1", c.TopicPartitions))

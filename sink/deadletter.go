@@ -89,6 +89,8 @@ func (s *Sink) deadLetterEvent(tx *decode.Tx, ev *decode.Event) (*kgo.Record, er
 	if len(ev.ID) > 0 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderEventID, Value: ev.ID})
 	}
+	var st stamper
+	r.Headers = s.stamp(&st, r, tx.CommitLSN, tx.CommitTime, r.Headers)
 	f := fitter{names: make([]string, len(ev.Row)), sizes: make([]int, len(ev.Row))}
 	for i, c := range ev.Row {
 		f.names[i], f.sizes[i] = c.Name, len(c.Value)
@@ -150,6 +152,10 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) (*k
 	}
 	if id != nil {
 		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderEventID, Value: id})
+	}
+	if !meta.commitTime.IsZero() {
+		var st stamper
+		dl.Headers = s.stamp(&st, dl, meta.commitLSN, meta.commitTime, dl.Headers)
 	}
 	// The fields that may be dropped: the value, the key, each header.
 	f := fitter{names: []string{"value", "key"}, sizes: []int{len(r.Value), len(r.Key)}}

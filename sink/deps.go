@@ -22,6 +22,11 @@ type Deps struct {
 	Source kafkastate.Source
 	// Metrics, if set, counts published, dead-lettered and failed records.
 	Metrics *metrics.Metrics
+	// CheckpointTopicReady says that the relay's marker store checked
+	// (or created) Config.CheckpointTopic, compacted, already
+	// (kafkastate.Open): with ExactlyOnce the sink then only reads its
+	// limits instead of checking it again at every start.
+	CheckpointTopicReady bool
 	// Isolation carries across restarts the records to produce one at a
 	// time after Kafka rejected a batch of them. Default nil: the sink's
 	// own, which does not outlive it.
@@ -29,7 +34,10 @@ type Deps struct {
 	// CreatedTopics counts the topics created for MaxCreatedTopics.
 	// Default nil: the sink's own, which does not outlive it.
 	CreatedTopics *CreatedTopics
-	// Opts are extra client options (tests' hooks), applied last.
+	// Opts are extra client options (tests' hooks), applied after the
+	// sink's own but before its logger: a kgo.WithLogger here is
+	// overridden, as the sink's logger guards the order of records
+	// (Sink.held).
 	Opts []kgo.Opt
 	// Null acknowledges every event at once without Kafka: a benchmark
 	// option that separates decoding from producing. Never for production.

@@ -91,14 +91,15 @@ func (s *Sink) ensureListed(ctx context.Context, details kadm.TopicDetails, miss
 			return err
 		}
 	}
-	for t, limit := range s.describeLimits(ctx, missing, len(create) > 0) {
-		if limit < s.cfg.MaxMessageBytes {
-			s.log.Info("topic accepts smaller batches than --kafka-max-message-bytes: capping its batches", zap.String("topic", t), zap.Int32("max_message_bytes", limit))
+	for t, c := range s.describeLimits(ctx, missing, len(create) > 0) {
+		if c.maxBytes < s.cfg.MaxMessageBytes {
+			s.log.Info("topic accepts smaller batches than --kafka-max-message-bytes: capping its batches", zap.String("topic", t), zap.Int32("max_message_bytes", c.maxBytes))
 		}
-		// N.B. stored before the topic's first record: the client reads
-		// the cap when it first meets a partition of the topic.
-		s.limits.m.Store(t, limit)
-		s.known[t] = limit
+		if b := c.stamp; !b.logAppend && b.before != unbounded {
+			s.log.Info("topic bounds record timestamps: a commit time outside them is replaced by the current time (header "+HeaderCommitTime+")",
+				zap.String("topic", t), zap.Int64("before_max_ms", b.before.Milliseconds()), zap.Int64("after_max_ms", b.after.Milliseconds()))
+		}
+		s.storeLimits(t, c)
 	}
 	return nil
 }

@@ -34,6 +34,50 @@ type Isolation struct {
 	mu      sync.Mutex
 	through pglogrepl.LSN   // commit LSN of the newest transaction to isolate
 	topics  map[string]bool // topics to isolate; nil when nothing is
+
+	// After Kafka rejected the timestamps walrelay gave records (see
+	// stamp.go): the records of stampTopics in the transactions up to
+	// stampThrough are stamped with the current time. stampTries counts
+	// the rejections of each topic's until the relay confirms past them.
+	stampThrough pglogrepl.LSN
+	stampTopics  map[string]bool
+	stampTries   map[string]int
+}
+
+// stampNow stamps the records of topic in the transactions committed at
+// or before through with the current time, and returns how often that
+// was asked since the relay last confirmed past such a request.
+func (i *Isolation) stampNow(topic string, through pglogrepl.LSN) int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.stampTopics == nil {
+		i.stampTopics, i.stampTries = map[string]bool{}, map[string]int{}
+	}
+	i.stampTopics[topic] = true
+	i.stampThrough = max(i.stampThrough, through)
+	i.stampTries[topic]++
+	return i.stampTries[topic]
+}
+
+// stamping returns which records to stamp with the current time; topics
+// is nil when none.
+func (i *Isolation) stamping() (through pglogrepl.LSN, topics map[string]bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.stampTopics == nil {
+		return 0, nil
+	}
+	return i.stampThrough, maps.Clone(i.stampTopics)
+}
+
+// stampsDone ends the stamping up to through once the relay confirmed
+// past it, unless a rejection since extended it.
+func (i *Isolation) stampsDone(through pglogrepl.LSN) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.stampThrough == through {
+		i.stampThrough, i.stampTopics, i.stampTries = 0, nil, nil
+	}
 }
 
 // NewIsolation returns an Isolation that isolates nothing.
@@ -83,9 +127,10 @@ func (i *Isolation) Active() bool {
 const corruptRetries = 3
 
 // produceIsolated produces r alone and waits for the outcome. A record
-// Kafka rejects is dead-lettered (or halts); any other failure fails the
-// sink and the relay restarts, still isolating.
-func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record, meta recordMeta) error {
+// Kafka rejects is dead-lettered (or halts), unless it rejected the
+// timestamp walrelay gave it (own: the event's own); any other failure
+// fails the sink and the relay restarts, still isolating.
+func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record, own bool, meta recordMeta) error {
 	s.cur.Add(1)
 	handed := time.Now()
 	var err error
@@ -106,6 +151,14 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 		err = fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err)
 		s.fail(err)
 		return err
+	}
+	// N.B. a timestamp walrelay chose is not the record's fault.
+	if retry := s.timestampRetry(r, err, own); retry != nil {
+		s.metrics.Failure()
+		s.fail(retry)
+		return retry
+	}
+	switch {
 	case s.cfg.OnPoison == OnPoisonHalt || s.delivery.haltsOnRejected() != "":
 		// N.B. in exactly-once mode a record that failed leaves its Kafka
 		// transaction fit only to be aborted, with this transaction's

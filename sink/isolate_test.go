@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -29,15 +30,26 @@ import (
 //
 // At debug the test waits for franz-go's line about the failed batch; at
 // info, which drops that line, for the records to be held back.
+//
+// The same for each error franz-go fails a batch with on a path of its
+// own (OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID log "batch
+// errored, failing the producer ID"), and with a kgo.WithLogger among the
+// sink's options, which must not replace the sink's.
 func TestNothingWrittenAfterARejectedBatch(t *testing.T) {
-	for _, level := range []zapcore.Level{zapcore.DebugLevel, zapcore.InfoLevel} {
-		t.Run(level.String(), func(t *testing.T) { nothingWrittenAfterARejectedBatch(t, level) })
+	for _, code := range []int16{kerr.MessageTooLarge.Code, kerr.OutOfOrderSequenceNumber.Code, kerr.UnknownProducerID.Code} {
+		for _, level := range []zapcore.Level{zapcore.DebugLevel, zapcore.InfoLevel} {
+			t.Run(kerr.ErrorForCode(code).Error()[:16]+"/"+level.String(), func(t *testing.T) { nothingWrittenAfterARejectedBatch(t, level, code, nil) })
+		}
 	}
+	t.Run("own logger", func(t *testing.T) {
+		other := kgo.WithLogger(kgo.BasicLogger(io.Discard, kgo.LogLevelDebug, nil))
+		nothingWrittenAfterARejectedBatch(t, zapcore.InfoLevel, kerr.MessageTooLarge.Code, []kgo.Opt{other})
+	})
 }
 
-func nothingWrittenAfterARejectedBatch(t *testing.T, level zapcore.Level) {
+func nothingWrittenAfterARejectedBatch(t *testing.T, level zapcore.Level, code int16, opts []kgo.Opt) {
 	c := newCluster(t)
-	rejectKey(t, c, "strict", []byte("bad-key"), kerr.MessageTooLarge.Code)
+	rejectKey(t, c, "strict", []byte("bad-key"), code)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +62,7 @@ func nothingWrittenAfterARejectedBatch(t *testing.T, level zapcore.Level) {
 	core, logs := observer.New(level)
 	cfg := Config{Brokers: c.ListenAddrs(), CreateTopics: true, TopicPartitions: 1, DeliveryTimeout: time.Minute, MaxMessageBytes: 10000, Compression: "none"}
 	tr := checkpoint.New(start)
-	s, err := New(cfg, Deps{Tracker: tr}, zap.New(core))
+	s, err := New(cfg, Deps{Tracker: tr, Opts: opts}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +101,12 @@ func nothingWrittenAfterARejectedBatch(t *testing.T, level zapcore.Level) {
 	deadline := time.Now().Add(20 * time.Second)
 	handled := func() bool {
 		if level == zapcore.DebugLevel {
-			return logs.FilterMessage("batch in a produce request failed").Len() > 0
+			for _, f := range failedLines {
+				if logs.FilterMessage(f.msg).Len() > 0 {
+					return true
+				}
+			}
+			return false
 		}
 		return s.held.Err() != nil
 	}

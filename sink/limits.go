@@ -20,8 +20,35 @@ import (
 // client reads them (kgo.ProducerBatchMaxBytesFn) when it first meets a
 // partition of the topic, which is after ensureTopic stored them.
 type topicLimits struct {
-	def int32 // MaxMessageBytes
-	m   sync.Map
+	def    int32    // MaxMessageBytes
+	m      sync.Map // topic → int32
+	stamps sync.Map // topic → stampBounds (stamp.go)
+}
+
+// bounds are the timestamp bounds of topic as last read.
+func (l *topicLimits) bounds(topic string) stampBounds {
+	if l == nil {
+		return noBounds
+	}
+	if v, ok := l.stamps.Load(topic); ok {
+		return v.(stampBounds)
+	}
+	return noBounds
+}
+
+// topicConf is what the sink reads of a topic's configs.
+type topicConf struct {
+	maxBytes int32 // the batch cap
+	stamp    stampBounds
+}
+
+// store keeps what was read of topic.
+func (s *Sink) storeLimits(topic string, c topicConf) {
+	// N.B. stored before the topic's first record: the client reads
+	// the cap when it first meets a partition of the topic.
+	s.limits.m.Store(topic, c.maxBytes)
+	s.limits.stamps.Store(topic, c.stamp)
+	s.known[topic] = c.maxBytes
 }
 
 // batchMax is the record batch cap of topic.
@@ -34,14 +61,14 @@ func (l *topicLimits) batchMax(topic string) int32 {
 
 // describeLimits reads the effective max.message.bytes of topics (the
 // topic's own setting, else the broker's message.max.bytes) and returns
-// each topic's cap. A topic whose configs cannot be read keeps
-// MaxMessageBytes, with a warning: a batch it then rejects is isolated
-// (see Isolation). created: some were just created, and a broker may not
-// know them yet.
-func (s *Sink) describeLimits(ctx context.Context, topics []string, created bool) map[string]int32 {
-	out := make(map[string]int32, len(topics))
+// each topic's cap, with its timestamp bounds (stamp.go). A topic whose
+// configs cannot be read keeps MaxMessageBytes and no bounds, with a
+// warning: a batch it then rejects is isolated (see Isolation). created:
+// some were just created, and a broker may not know them yet.
+func (s *Sink) describeLimits(ctx context.Context, topics []string, created bool) map[string]topicConf {
+	out := make(map[string]topicConf, len(topics))
 	for _, t := range topics {
-		out[t] = s.cfg.MaxMessageBytes
+		out[t] = topicConf{maxBytes: s.cfg.MaxMessageBytes, stamp: noBounds}
 	}
 	var err error
 	for try := 0; ; try++ {
@@ -52,13 +79,21 @@ func (s *Sink) describeLimits(ctx context.Context, topics []string, created bool
 				err = errors.Join(err, fmt.Errorf("describe configs of topic %s: %w", rc.Name, rc.Err))
 				continue
 			}
-			for _, c := range rc.Configs {
-				if c.Key != "max.message.bytes" || c.Value == nil {
+			c := topicConf{maxBytes: s.cfg.MaxMessageBytes, stamp: noBounds}
+			for _, cf := range rc.Configs {
+				if cf.Value == nil {
 					continue
 				}
-				if v, perr := strconv.ParseInt(*c.Value, 10, 32); perr == nil && v > 0 && int32(v) < out[rc.Name] {
-					out[rc.Name] = int32(v)
+				if cf.Key != "max.message.bytes" {
+					c.stamp.set(cf.Key, *cf.Value)
+					continue
 				}
+				if v, perr := strconv.ParseInt(*cf.Value, 10, 32); perr == nil && v > 0 && int32(v) < c.maxBytes {
+					c.maxBytes = int32(v)
+				}
+			}
+			if _, ok := out[rc.Name]; ok {
+				out[rc.Name] = c
 			}
 		}
 		if err == nil || !created || try >= 10 || !errors.Is(err, kerr.UnknownTopicOrPartition) {
@@ -71,7 +106,7 @@ func (s *Sink) describeLimits(ctx context.Context, topics []string, created bool
 		}
 	}
 	if err != nil {
-		s.log.Warn("cannot read max.message.bytes of topics: their batches are capped at --kafka-max-message-bytes",
+		s.log.Warn("cannot read max.message.bytes and the timestamp bounds of topics: their batches are capped at --kafka-max-message-bytes, their records stamped with the commit time",
 			zap.Strings("topics", topics), zap.Error(err))
 	}
 	return out

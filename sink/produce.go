@@ -49,6 +49,12 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 // an isolation that its commit LSN is past.
 func (s *Sink) beginPart(tx *decode.Tx) error {
 	if tx.First {
+		if s.stampTopics != nil && s.tracker.Watermark() > s.stampThrough {
+			// N.B. the records stamped with the current time were
+			// acknowledged: a later rejection is a new one.
+			s.iso.stampsDone(s.stampThrough)
+			s.stampThrough, s.stampTopics = 0, nil
+		}
 		if s.isoTopics.Load() != nil && tx.CommitLSN > s.isoThrough {
 			// N.B. every isolated record before this transaction was
 			// acknowledged (or dead-lettered) one at a time.
@@ -86,13 +92,14 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 	hdrs := make([]kgo.RecordHeader, 0, n*extra)
 	meta := partMeta(tx)
 	var a *txAcks
+	var st stamper
 	for i := range tx.Events {
 		ev := &tx.Events[i]
 		var r *kgo.Record
 		start := len(hdrs)
 		if ev.Err == nil {
 			r = &recs[i]
-			hdrs = s.record(r, tx, ev, hdrs)
+			hdrs = s.record(r, tx, ev, hdrs, &st)
 		}
 		v := g.admit(tx, ev, r, false)
 		if v.outcome == recount {
@@ -124,8 +131,9 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 }
 
 // record fills r with ev's record, its headers appended to hdrs, and
-// returns hdrs. Its timestamp is the commit's until deliver stamps it.
-func (s *Sink) record(r *kgo.Record, tx *decode.Tx, ev *decode.Event, hdrs []kgo.RecordHeader) []kgo.RecordHeader {
+// returns hdrs. Its timestamp is the event's own, else the commit time
+// within the topic's bounds (stamp).
+func (s *Sink) record(r *kgo.Record, tx *decode.Tx, ev *decode.Event, hdrs []kgo.RecordHeader, st *stamper) []kgo.RecordHeader {
 	start := len(hdrs)
 	hdrs = append(hdrs, kgo.RecordHeader{Key: "id", Value: ev.ID})
 	for _, h := range ev.Headers {
@@ -134,8 +142,17 @@ func (s *Sink) record(r *kgo.Record, tx *decode.Tx, ev *decode.Event, hdrs []kgo
 	r.Topic = ev.Topic
 	r.Key = ev.Key
 	r.Value = ev.Value
+	if ev.Timestamp.IsZero() {
+		hdrs = s.stamp(st, r, tx.CommitLSN, tx.CommitTime, hdrs)
+	} else {
+		// N.B. an event's own timestamp (--timestamp-column) is row
+		// data: one the broker refuses is the event's fault.
+		r.Timestamp = ev.Timestamp
+		if _, ok := s.eventStamped.Load(r.Topic); !ok {
+			s.eventStamped.Store(r.Topic, true)
+		}
+	}
 	r.Headers = hdrs[start:len(hdrs):len(hdrs)]
-	r.Timestamp = tx.CommitTime
 	r.Context = s.held
 	return hdrs
 }
@@ -151,9 +168,6 @@ func (s *Sink) deliver(ctx context.Context, tx *decode.Tx, ev *decode.Event, r *
 	case v.cause == causeTopicRefused:
 		return s.refuseRecord(ctx, tx, r, v.why, a, meta)
 	}
-	if !ev.Timestamp.IsZero() {
-		r.Timestamp = ev.Timestamp
-	}
 	if ev.HasPartition {
 		r.Partition = explicitPartition(ev.Partition)
 	}
@@ -161,7 +175,7 @@ func (s *Sink) deliver(ctx context.Context, tx *decode.Tx, ev *decode.Event, r *
 	case v.cause == causeTooLarge:
 		return s.rejectRecord(ctx, tx, r, v.why, "record too large for its topic: dead-lettered", a, meta)
 	case v.outcome == isolate:
-		return a, s.produceIsolated(ctx, tx, r, meta)
+		return a, s.produceIsolated(ctx, tx, r, !ev.Timestamp.IsZero(), meta)
 	}
 	a, err := s.handOver(ctx, r, a, meta)
 	if err != nil {

@@ -53,9 +53,17 @@ type Sink struct {
 	rate       rate.Meter                      // transaction parts produced, for Send
 	flushDone  chan struct{}                   // closed when sendLingering's flush has ended
 
-	iso        *Isolation
-	lastCommit atomic.Uint64 // commit LSN of the newest transaction begun
-	delivery   delivery      // atLeastOnce, or exactlyOnce with ExactlyOnce
+	iso *Isolation
+	// Stamping with the current time after Kafka rejected timestamps
+	// (Isolation.stampNow): the transactions up to stampThrough of
+	// stampTopics (nil: none). Used by the producing goroutine only.
+	stampThrough pglogrepl.LSN
+	stampTopics  map[string]bool
+	eventStamped sync.Map // topics given an event's own timestamp: topic → true
+	stampMu      sync.Mutex
+	stampAsked   map[string]error // timestampRetry's decision per topic, under stampMu
+	lastCommit   atomic.Uint64    // commit LSN of the newest transaction begun
+	delivery     delivery         // atLeastOnce, or exactlyOnce with ExactlyOnce
 
 	errOnce   sync.Once
 	err       error
@@ -95,9 +103,6 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
-		// N.B. the logger holds back every record once Kafka has failed
-		// a batch (see held).
-		kgo.WithLogger(zapLogger{l: log.Named("kgo"), batchFailed: func(topic string) { s.batchFailed(topic) }}),
 		// N.B. acks from all in-sync replicas and idempotent writes (the
 		// franz-go default, never disabled here): a retried batch is written
 		// once and in order.
@@ -127,7 +132,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 		kgo.MaxBufferedBytes(cfg.MaxInflightBytes),
 		kgo.MaxBufferedRecords(1 << 30),
 		kgo.ProducerLinger(cfg.Linger),
-		kgo.WithHooks(kafkaHook{deps.Metrics}),
+		kgo.WithHooks(kafkaHook{m: deps.Metrics, failed: func(topic string) { s.batchFailed(topic) }}),
 	}
 	if cfg.Compression == "lz4" {
 		opts = append(opts, kgo.WithCompressor(newLz4Compressor()))
@@ -141,7 +146,10 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 	// N.B. TLS and SASL first in Opts, which every client of the sink
 	// takes (baseOpts).
 	deps.Opts = append(cfg.Kafka.Opts(), deps.Opts...)
+	// N.B. the logger holds back every record once Kafka has failed
+	// a batch (see held): last, so that no option replaces it.
 	opts = append(opts, deps.Opts...)
+	opts = append(opts, kgo.WithLogger(zapLogger{l: log.Named("kgo"), batchFailed: func(topic string) { s.batchFailed(topic) }}))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		hold()
@@ -185,6 +193,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 		log.Warn("kafka rejected a record batch: producing the records of its topics one at a time, to find the record at fault",
 			zap.Strings("topics", slices.Sorted(maps.Keys(topics))), zap.Stringer("through_commit_lsn", through))
 	}
+	s.stampThrough, s.stampTopics = s.iso.stamping()
 	go s.watchdog()
 	return s, nil
 }
@@ -237,7 +246,19 @@ func (s *Sink) Ping(ctx context.Context) error {
 	return s.cl.Ping(ctx)
 }
 
-type kafkaHook struct{ m *metrics.Metrics }
+type kafkaHook struct {
+	m      *metrics.Metrics
+	failed func(topic string) // Sink.batchFailed
+}
+
+// OnProduceRecordUnbuffered holds back every record once one failed, on
+// any path (failedLines lists those franz-go logs first, holding the
+// partition's lock): it runs just before the record's promise.
+func (h kafkaHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if err != nil && h.failed != nil {
+		h.failed(r.Topic)
+	}
+}
 
 // OnBrokerE2E counts failed produce requests (key 0), which the client retries.
 func (h kafkaHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {

@@ -37,6 +37,7 @@ type Metrics struct {
 	Transactions     prometheus.Counter
 	ProduceFailures  prometheus.Counter
 	KafkaErrors      prometheus.Counter
+	Restamps         prometheus.Counter
 	CommitToAck      prometheus.Histogram
 	KafkaAck         prometheus.Histogram
 	Restarts         *prometheus.CounterVec
@@ -84,6 +85,9 @@ func New() *Metrics {
 		KafkaErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_kafka_produce_request_errors_total", Help: "Produce requests that failed and were retried by the Kafka client.",
 		}),
+		Restamps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_records_restamped_total", Help: "Records stamped with the time they were handed to Kafka instead of their commit time, which was outside their topic's message.timestamp.before.max.ms or after.max.ms (header walrelay.commit.time keeps it).",
+		}),
 		CommitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "walrelay_commit_to_ack_seconds",
 			Help:    "Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records.",
@@ -126,7 +130,7 @@ func New() *Metrics {
 	m.kafkaTxns.WithLabelValues("committed")
 	m.kafkaTxns.WithLabelValues("aborted")
 	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.MessagesNonTx, m.Transactions, m.ProduceFailures,
-		m.KafkaErrors, m.CommitToAck, m.KafkaAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
+		m.KafkaErrors, m.Restamps, m.CommitToAck, m.KafkaAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []string{"postgres", "kafka", "other"} {
 		m.Restarts.WithLabelValues(c)
@@ -211,6 +215,14 @@ func (m *Metrics) Failure() {
 func (m *Metrics) KafkaError() {
 	if m != nil {
 		m.KafkaErrors.Inc()
+	}
+}
+
+// Restamped counts one record stamped with the current time instead of
+// its commit time.
+func (m *Metrics) Restamped() {
+	if m != nil {
+		m.Restamps.Inc()
 	}
 }
 
