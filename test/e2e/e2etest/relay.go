@@ -75,7 +75,9 @@ func (e *Env) StartEnv(t *testing.T, environ []string, args ...string) *Proc {
 	if e.PGURLFile != "" {
 		pgURL = []string{"--pg-url-file", e.PGURLFile}
 	}
-	all := append(e.RunArgs(pgURL, e.KafkaBrokers()), args...)
+	// N.B. with e.RelayArgs, as harness.Env.StartRelay: e.ExactlyOnce()
+	// reaches every relay of the test.
+	all := append(append(e.RunArgs(pgURL, e.KafkaBrokers()), e.RelayArgs...), args...)
 	p := &Proc{Relay: harness.StartProcess(t, e.Bin, environ, all), T: t, Env: e}
 	t.Cleanup(func() {
 		if t.Failed() && !p.Exited() {
