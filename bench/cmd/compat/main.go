@@ -73,7 +73,9 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	// N.B. a bound for a run that hangs, not a speed: a busy machine takes
+	// several times the 4 minutes of an idle one.
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
 	defer cancel()
 	rep, err := compat(ctx, env, *bin)
 	if err != nil {
