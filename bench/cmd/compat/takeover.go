@@ -208,7 +208,7 @@ func takeover(ctx context.Context, env *rig.Env, bin string, w *rig.ConnectWorke
 		return nil, fmt.Errorf("takeover (%s): walrelay on debezium's slot: %w; last lines of its log:\n%s", rep.Mode, err, p.Tail(20))
 	}
 	for streaming := wr.rows(); wr.rows() < streaming+100; {
-		if werr := wr.failed(); werr != nil {
+		if wr.failed() != nil || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
