@@ -310,7 +310,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 			topics = append(topics, prefixed(side+"."+cf.name+".", cf.topics)...)
 		}
 	}
-	if err := adm.CreateTopics(ctx, partitions, nil, topics...); err != nil {
+	if err := adm.CreateTopics(ctx, partitions, keepForever(), topics...); err != nil {
 		return nil, err
 	}
 	rows, labels, err := write(ctx, dsn)

@@ -79,6 +79,17 @@ func independent(dsn string, cfs []configuration) error {
 	return nil
 }
 
+// keepForever is the config of every compat topic: no time-based
+// retention. Configuration placement stamps records with the occurred
+// column (1970, 2001, 2020, 2025): under the default seven days, the
+// broker's retention check deletes them as soon as it runs, and a read
+// that comes after it finds only the rows whose occurred is NULL ("read 2
+// of 8 records", the make test on a busy machine that timed out).
+func keepForever() map[string]*string {
+	forever := "-1"
+	return map[string]*string{"retention.ms": &forever}
+}
+
 // currentWAL is the server's WAL position now.
 func currentWAL(ctx context.Context, dsn string) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, dsn)

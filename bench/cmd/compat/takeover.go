@@ -122,7 +122,7 @@ func takeover(ctx context.Context, env *rig.Env, bin string, w *rig.ConnectWorke
 		return nil, err
 	}
 	defer adm.Close()
-	if err := adm.CreateTopics(ctx, partitions, nil, topics...); err != nil {
+	if err := adm.CreateTopics(ctx, partitions, keepForever(), topics...); err != nil {
 		return nil, err
 	}
 	conf, err := configuration{}.connector(dsn, name, pfx)
