@@ -313,11 +313,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	if err := adm.CreateTopics(ctx, partitions, keepForever(), topics...); err != nil {
 		return nil, err
 	}
-	rows, labels, err := write(ctx, dsn)
-	if err != nil {
-		return nil, err
-	}
-	written, err := currentWAL(ctx, dsn)
+	rows, labels, written, err := write(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
 )
@@ -90,24 +89,12 @@ func keepForever() map[string]*string {
 	return map[string]*string{"retention.ms": &forever}
 }
 
-// currentWAL is the server's WAL position now.
-func currentWAL(ctx context.Context, dsn string) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var s string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
-		return 0, fmt.Errorf("read the WAL position: %w", err)
-	}
-	return pglogrepl.ParseLSN(s)
-}
-
 // confirmedPast waits until the slot of every Debezium connector with
-// heartbeats is confirmed at or past written (the WAL position after the
-// rows were committed): Debezium confirms only what Kafka acknowledged,
-// so nothing of it can arrive later. A connector without heartbeats
+// heartbeats is confirmed at or past written (a WAL position inside the
+// last transaction of the rows, before its commit; one read after the
+// commit may lie past a record PostgreSQL writes later, such as a
+// standby snapshot, that no slot confirms): Debezium confirms only what
+// Kafka acknowledged, so nothing of it can arrive later. A connector without heartbeats
 // confirms one transaction behind (rig.DebeziumConnector) and is not
 // waited for. It gives up after a minute, logging which slots lag.
 func confirmedPast(ctx context.Context, dsn string, cfs []configuration, written pglogrepl.LSN) {
