@@ -1,7 +1,6 @@
 package explore
 
 import (
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/test/harness"
@@ -59,6 +57,11 @@ type explorer struct {
 	restarts []harness.Fault // pipeline restarts inside a fault's window (restartsDuring)
 	pgProxy  *harness.Proxy
 	kafkaPx  *harness.Proxy
+
+	relayDSN     string // walrelay's --pg-url: its role, no client_encoding
+	role         string // walrelay's own role ("": the harness's)
+	rolePassword string
+	eventType    string // the type column of every row (addChars)
 }
 
 // newRand is the random source of case seed: its draw, then its choices
@@ -110,6 +113,7 @@ func (x *explorer) build() {
 	s.AttachLater = c["attach"] == "yes"
 	var extraBytes int
 	s.ExtraType, s.ExtraBytes, extraBytes = extraOf(c["extra"])
+	s.Note = noteOf(c["encoding"])
 	// N.B. wide rows are bounded per case (30 MiB) and per transaction
 	// (8 MiB, 20 MiB for the huge one), so a case stays cheap.
 	budget := func(n, bytes int) int {
@@ -200,9 +204,9 @@ func (x *explorer) build() {
 // the publication the case draws.
 func (x *explorer) prepare() {
 	t, c := x.t, x.c
-	x.e = harness.NewEnv(t, relayBin)
+	x.newEnv()
 	x.dlq = "walrelay.dlq." + x.e.Prefix
-	x.args = append(x.args, "--dlq-topic", x.dlq)
+	x.args = append(x.args, "--pg-url", x.relayDSN, "--dlq-topic", x.dlq)
 	if c["tx"] == "huge" || c["tx"] == "100k" {
 		// N.B. set before the slot exists: its walsenders spill the huge
 		// transaction to disk.
@@ -213,17 +217,29 @@ func (x *explorer) prepare() {
 	x.wit.DrainEvery(t, 5*time.Second)
 	x.faults = harness.NewFaults(t, x.e)
 	x.w.Prepare(t, x.e)
+	x.alterColumns()
+	x.addChars()
 	for _, topic := range x.e.Topics() {
+		cfg := map[string]string{}
+		if c["ts-bound"] == "yes" {
+			cfg["message.timestamp.before.max.ms"] = strconv.FormatInt(tsBound.Milliseconds(), 10)
+		}
 		switch c["topic"] {
 		case "fewer-partitions":
-			x.e.Bed.CreateTopic(t, topic, 1)
+			x.e.Bed.CreateTopicWith(t, topic, 1, cfg)
 		case "small-max-message":
 			// N.B. 6000 bytes holds the largest record of any case (a
 			// payload of at most 400 hex digits of padding) several times:
 			// no record is too large on its own.
-			x.e.Bed.CreateTopicWith(t, topic, 3, map[string]string{"max.message.bytes": "6000"})
+			cfg["max.message.bytes"] = "6000"
+			x.e.Bed.CreateTopicWith(t, topic, 3, cfg)
 		case "compact":
-			x.e.Bed.CreateTopicWith(t, topic, 3, map[string]string{"cleanup.policy": "compact"})
+			cfg["cleanup.policy"] = "compact"
+			x.e.Bed.CreateTopicWith(t, topic, 3, cfg)
+		default:
+			if len(cfg) > 0 {
+				x.e.Bed.CreateTopicWith(t, topic, 3, cfg)
+			}
 		}
 	}
 	if c["publication"] == "pre-created" {
@@ -233,7 +249,7 @@ func (x *explorer) prepare() {
 	switch c["fault"] {
 	case "pg-cut":
 		x.pgProxy = harness.NewPGProxy(t, harness.PGHostPort(t, x.e.DSN))
-		x.args = append(x.args, "--pg-url", harness.DSNVia(t, x.e.DSN, x.pgProxy.Addr(), nil))
+		x.args = append(x.args, "--pg-url", harness.DSNVia(t, x.relayDSN, x.pgProxy.Addr(), nil))
 	case "kafka-cut":
 		x.kafkaPx = harness.NewKafkaProxy(t, x.e.Bed.Brokers()[0])
 		x.args = append(x.args, "--brokers", x.kafkaPx.Addr())
@@ -250,61 +266,6 @@ func (x *explorer) retire() {
 	if x.relay != nil {
 		x.peakRSS = max(x.peakRSS, x.relay.PeakRSSMB())
 	}
-}
-
-// refusal runs a case walrelay must refuse: rows are committed, walrelay
-// must exit 2 at start naming the fix, and nothing reaches Kafka.
-func (x *explorer) refusal() string {
-	t := x.t
-	var extra []string
-	var want string
-	switch x.c["setup"] {
-	case "missing-table":
-		extra, want = []string{"--table", x.shape.QualifiedTables() + ",public.nosuch"}, "public.nosuch"
-	case "missing-column":
-		extra, want = []string{"--header-columns", "type:eventType,nosuch:x"}, `"nosuch"`
-	case "inflight-below-batch":
-		extra, want = []string{"--max-inflight-bytes", "65536", "--kafka-max-message-bytes", "1048588"}, "raise it"
-	case "unsupported-payload-type":
-		// N.B. part is an integer column: no record value walrelay maps.
-		extra, want = []string{"--payload-column", "part"}, "--payload-column"
-	}
-	if err := x.w.Run(t.Context(), x.e); err != nil {
-		t.Fatalf("writers: %v", err)
-	}
-	x.startRelay(extra...)
-	deadline := time.Now().Add(90 * time.Second)
-	for !x.relay.Exited() && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	topics := append(x.e.Topics(), x.dlq)
-	if !x.relay.Exited() {
-		x.w.Events = 60
-		if err := x.w.Run(t.Context(), x.e); err != nil {
-			t.Fatalf("writers: %v", err)
-		}
-		time.Sleep(5 * time.Second)
-		x.relay.Kill()
-		x.retire()
-		recs := x.e.Bed.ConsumeAll(t, topics, time.Second)
-		t.Errorf("%s: walrelay did not refuse to start (want exit 2 naming %s): it ran for 90 s; %d records in %v",
-			x.c["setup"], want, len(recs), topics)
-		return fmt.Sprintf("RESULT seed=%d setup=%s refused=no records=%d", x.seed, x.c["setup"], len(recs))
-	}
-	code := x.relay.Wait(time.Second)
-	x.retire()
-	log := x.relay.Log()
-	if code != 2 {
-		t.Errorf("%s: exit code %d, want 2", x.c["setup"], code)
-	}
-	if !strings.Contains(log, want) {
-		t.Errorf("%s: walrelay's refusal does not name %s", x.c["setup"], want)
-	}
-	recs := x.e.Bed.ConsumeAll(t, topics, time.Second)
-	if len(recs) > 0 {
-		t.Errorf("%s: walrelay refused but %d records reached %v", x.c["setup"], len(recs), topics)
-	}
-	return fmt.Sprintf("RESULT seed=%d setup=%s refused=yes exit=%d records=%d", x.seed, x.c["setup"], code, len(recs))
 }
 
 // started waits until walrelay streams. A partitioned outbox in a
@@ -347,6 +308,9 @@ func (x *explorer) run() string {
 	ev := int64(x.w.Events)
 	if x.shape.AttachLater {
 		acts = append(acts, action{at: ev * 3 / 10, name: "attach", do: func() { x.w.Attach(t, x.e) }})
+	}
+	if c["ts-bound"] == "yes" {
+		acts = append(acts, action{at: ev / 5, name: "backlog", do: x.backlog})
 	}
 	// N.B. with --on-poison halt the faults strike after the halt, on the
 	// relay that dead-letters: a fault meeting the halt would blur both.
@@ -467,106 +431,6 @@ func (x *explorer) firstPoisonEnd() pglogrepl.LSN {
 	return first
 }
 
-// inject strikes the case's fault once and records it.
-func (x *explorer) inject() {
-	t, e := x.t, x.e
-	confirmCaughtUp := func(what string) {
-		back := e.Bed.CurrentWALLSN(t, e.DSN)
-		harness.WaitFor(t, 3*time.Minute, "walrelay to confirm what was written before "+what+" was over", func() bool {
-			x.mustRun("after " + what)
-			return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= back
-		})
-	}
-	switch f := x.c["fault"]; f {
-	case "kill-9":
-		in := x.faults.Begin(f)
-		x.relay.Kill()
-		in.End()
-		x.retire()
-		x.startRelay()
-	case "sigterm":
-		// N.B. not a fault for the checker: a graceful stop resends nothing.
-		// It needs a process that catches signals: one SIGTERMed before its
-		// main runs (a second stop right after a restart, CI seed 38) dies
-		// of the signal, like any program, and that is a kill.
-		x.relay.HTTPAddr()
-		if code := x.relay.Stop(time.Minute); code != 0 {
-			t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
-		}
-		x.retire()
-		x.startRelay()
-	case "kafka-restart":
-		in, logLen := x.faults.Begin(f), len(x.relay.Log())
-		e.Bed.StopKafka(t)
-		time.Sleep(2*time.Second + time.Duration(x.rng.IntN(4000))*time.Millisecond)
-		if x.relay.Exited() {
-			t.Fatalf("walrelay exited while Kafka was down")
-		}
-		e.Bed.StartKafka(t)
-		confirmCaughtUp(f)
-		x.restartsDuring(in.End(), logLen)
-	case "pg-restart":
-		offset := harness.LogOffset(t, e)
-		in, logLen := x.faults.Begin(f), len(x.relay.Log())
-		e.Bed.RestartPostgres(t)
-		x.waitStreaming()
-		// N.B. PostgreSQL 15 may resume the slot before the position it
-		// showed as confirmed (harness.PGResumePositions).
-		if resumed := harness.PGResumePositions(t, e, offset); len(resumed) > 0 {
-			in.Resumed(slices.Min(resumed))
-		} else {
-			t.Fatalf("PostgreSQL logged no new session of slot %s after the restart", e.Slot)
-		}
-		x.restartsDuring(in.End(), logLen)
-	case "pg-cut":
-		x.waitStreaming()
-		old := e.Walsender(t)
-		in, logLen := x.faults.Begin(f), len(x.relay.Log())
-		if x.pgProxy.CutAll() == 0 {
-			t.Fatalf("pg-cut: the proxy had no connection to cut")
-		}
-		harness.WaitFor(t, 2*time.Minute, "walrelay to stream again after the cut", func() bool {
-			x.mustRun("after the cut")
-			now := e.Walsender(t)
-			return now != 0 && now != old
-		})
-		x.restartsDuring(in.End(), logLen)
-	case "kafka-cut":
-		in, logLen := x.faults.Begin(f), len(x.relay.Log())
-		if x.kafkaPx.CutAll() == 0 {
-			// N.B. franz-go may hold no connection while it has nothing
-			// to send: cut the next produce request instead.
-			select {
-			case <-x.kafkaPx.CutAfter(harness.KafkaProduce):
-			case <-time.After(30 * time.Second):
-				x.kafkaPx.Disarm()
-				t.Fatalf("kafka-cut: no connection to cut and no produce request within 30 s")
-			}
-		}
-		confirmCaughtUp(f)
-		x.restartsDuring(in.End(), logLen)
-	}
-}
-
-// restartsDuring accounts for the pipeline restarts walrelay logged while
-// fault f lasted (its log from logLen on): each restart streams again from
-// the confirmed position, so each may resend once what f may resend. The
-// first is f's own.
-//
-// N.B. only restarts inside the fault's window count: a restart nothing
-// injected (a delivery timeout while Kafka acknowledges, say) explains no
-// duplicate.
-func (x *explorer) restartsDuring(f harness.Fault, logLen int) {
-	log := x.relay.Log()
-	if logLen > len(log) {
-		return
-	}
-	n := strings.Count(log[logLen:], `"msg":"restarting from the last confirmed position"`)
-	for i := 1; i < n; i++ {
-		x.restarts = append(x.restarts, harness.Fault{Kind: f.Kind + "-pipeline-restart", ConfirmedBefore: f.ConfirmedBefore, WALAfter: f.WALAfter})
-	}
-}
-
 // finish lets the writers commit their events, waits until walrelay has
 // confirmed the last commit, reads everything back and judges it.
 func (x *explorer) finish() string {
@@ -617,6 +481,11 @@ func (x *explorer) finish() string {
 	})
 	recs := e.Bed.ConsumeAll(t, e.Topics(), time.Second)
 	dlqRecs := e.Bed.ConsumeAll(t, []string{x.dlq}, time.Second)
+	x.checkChars()
+	rename := "rename=n/a"
+	if c["ddl"] == "rename-key" {
+		rename = x.renameKey()
+	}
 	if code := x.relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
@@ -631,10 +500,10 @@ func (x *explorer) finish() string {
 	corrupt, badHeaders := x.checkRecords(recs, rows)
 	missing, unexpected := checkDeadLetters(dlqRecs, poison)
 	bound := memoryBoundMiB(x.inflight)
-	result := fmt.Sprintf("RESULT seed=%d events=%d records=%d lost=%d phantom=%d order_violations=%d duplicates=%d unexplained_duplicates=%d wrong_values=%d wrong_headers=%d poison=%d poison_not_dead_lettered=%d dead_lettered_not_poison=%d faults=[%s] pipeline_restarts_in_faults=%d rolled_back=%d outcome_unknown=%d peak_rss_mib=%.1f inflight_mib=%.2f bound_mib=%.1f shape=%q",
+	result := fmt.Sprintf("RESULT seed=%d events=%d records=%d lost=%d phantom=%d order_violations=%d duplicates=%d unexplained_duplicates=%d wrong_values=%d wrong_headers=%d poison=%d poison_not_dead_lettered=%d dead_lettered_not_poison=%d faults=[%s] pipeline_restarts_in_faults=%d rolled_back=%d outcome_unknown=%d peak_rss_mib=%.1f inflight_mib=%.2f bound_mib=%.1f %s shape=%q",
 		x.seed, rep.Events, rep.Records, rep.Lost, rep.Phantom, rep.OrderViolations, rep.Duplicates, rep.UnexplainedDuplicates,
 		corrupt, badHeaders, len(poison), missing, unexpected, x.faults.Summary(), len(x.restarts), len(x.w.RolledBack()), x.w.Unknown(),
-		x.peakRSS, float64(x.inflight)/(1<<20), bound, c.String())
+		x.peakRSS, float64(x.inflight)/(1<<20), bound, rename, c.String())
 	t.Log(result)
 	if !rep.OK() {
 		t.Errorf("invariants violated: %s", rep.Summary())
@@ -664,94 +533,4 @@ func (x *explorer) finish() string {
 		t.Errorf("the huge transaction never committed")
 	}
 	return result
-}
-
-// checkRecords compares each record of a committed row with the row: its
-// value, and the headers --header-columns maps.
-func (x *explorer) checkRecords(recs []*kgo.Record, rows map[string]harness.ShapeRow) (corrupt, badHeaders int) {
-	t := x.t
-	for _, r := range recs {
-		id, _ := harness.Header(r, "id")
-		row, ok := rows[id]
-		if !ok || row.Poison {
-			continue // the checker counts it as a phantom
-		}
-		got := string(r.Value)
-		if x.shape.PayloadType == "bytea" {
-			got = hex.EncodeToString(r.Value)
-		}
-		switch {
-		case row.Value == nil && r.Value != nil, row.Value != nil && *row.Value != got:
-			corrupt++
-			if corrupt <= 3 {
-				t.Logf("wrong value: record %s at %s[%d]@%d: %q, the row's %v", id, r.Topic, r.Partition, r.Offset, trim(got), trimp(row.Value))
-			}
-		}
-		typ, hasType := harness.Header(r, "eventType")
-		seq, hasSeq := harness.Header(r, "seq")
-		var ok2 bool
-		switch x.c["headers"] {
-		case "none":
-			ok2 = !hasType && !hasSeq
-		case "type":
-			ok2 = typ == "OrderCreated" && !hasSeq
-		default:
-			ok2 = typ == "OrderCreated" && seq == strconv.FormatInt(row.Seq, 10)
-		}
-		if !ok2 {
-			badHeaders++
-			if badHeaders <= 3 {
-				t.Logf("wrong headers: record %s: %v", id, r.Headers)
-			}
-		}
-	}
-	return corrupt, badHeaders
-}
-
-// checkDeadLetters counts poison rows without a dead-letter record, and
-// dead-lettered rows that are not poison.
-func checkDeadLetters(dlq []*kgo.Record, poison map[string]bool) (missing, unexpected int) {
-	seen := map[string]bool{}
-	for _, r := range dlq {
-		id, _ := harness.Header(r, "walrelay.event.id")
-		if !poison[id] && !seen[id] {
-			unexpected++
-		}
-		seen[id] = true
-	}
-	for id := range poison {
-		if !seen[id] {
-			missing++
-		}
-	}
-	return missing, unexpected
-}
-
-func trim(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
-
-func trimp(s *string) string {
-	if s == nil {
-		return "NULL"
-	}
-	return trim(*s)
-}
-
-// lastLine is the last line of log that contains marker, and the one after
-// it (walrelay's refusals list their problems on the next lines).
-func lastLine(log, marker string) string {
-	lines := strings.Split(log, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.Contains(lines[i], marker) {
-			if i+1 < len(lines) {
-				return lines[i] + " " + strings.TrimSpace(lines[i+1])
-			}
-			return lines[i]
-		}
-	}
-	return "(no line with " + marker + ")"
 }

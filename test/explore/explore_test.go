@@ -16,9 +16,14 @@ import (
 // (the refusals draw it), single-row to 3,000-row transactions with wide
 // rows, every topic setting (a small max.message.bytes under 3,000-row
 // transactions), both poison policies, every fault but a Kafka restart (a
-// minute on this machine: make explore has it), and two refusals. Print
-// one with WALRELAY_EXPLORE_SEED=N go test -v -run TestExplore.
-var defaultSeeds = []uint64{5, 7, 10, 13, 20, 22, 24, 25, 38, 39, 133}
+// minute on this machine: make explore has it), and two refusals; with
+// the dimensions added later they draw LATIN1, WIN1252 and UTF8 databases,
+// domains, citext, key renames and the role's bytea_output = escape, and
+// 42 (the role's client_encoding = LATIN1 and a backlog older than a
+// topic's timestamp bound), 77 (such a backlog alone) and 126 (an enum
+// aggregate type, the role's statement_timeout = 100ms) add the rest.
+// Print one with WALRELAY_EXPLORE_SEED=N go test -v -run TestExplore.
+var defaultSeeds = []uint64{5, 7, 10, 13, 20, 22, 24, 25, 38, 39, 133, 42, 77, 126}
 
 // seeds returns the cases to run: WALRELAY_EXPLORE_SEED=N alone, or
 // EXPLORE_CASES=N from WALRELAY_EXPLORE_BASE (default: the clock), only

@@ -43,6 +43,13 @@ var space = []dimension{
 	{name: "poison", values: []string{"none", "dead-letter", "halt"}, weights: []int{2, 1, 1}, doc: "NULL-key rows and --on-poison (halt: expect exit 1, nothing confirmed past, restart with dead-letter)"},
 	{name: "fault", values: []string{"none", "kill-9", "sigterm", "kafka-restart", "pg-restart", "pg-cut", "kafka-cut"}, doc: "fault injected once or twice mid-run"},
 	{name: "setup", values: []string{"ok", "missing-table", "missing-column", "inflight-below-batch", "unsupported-payload-type"}, weights: []int{20, 1, 1, 1, 1}, doc: "a configuration walrelay must refuse at start (exit 2, with the fix)"},
+	// N.B. the dimensions below come last: a seed draws the same values
+	// of the ones above as before they were added.
+	{name: "encoding", values: []string{"UTF8", "LATIN1", "WIN1252"}, weights: []int{2, 1, 1}, doc: "database encoding (C locale); keys, event types and payloads hold the non-ASCII characters it has (charsOf)"},
+	{name: "role", values: []string{"none", "client_encoding", "DateStyle", "bytea_output", "statement_timeout"}, weights: []int{4, 1, 1, 1, 1}, doc: "ALTER ROLE ... SET on walrelay's own role (roleSettings)"},
+	{name: "coltype", values: []string{"base", "domain", "enum", "citext"}, weights: []int{3, 1, 1, 1}, doc: "column types: domains over id (not a hash partition key), key and aggregate type; an enum aggregate type; citext aggregate type and text key"},
+	{name: "ddl", values: []string{"none", "rename-key"}, weights: []int{4, 1}, doc: "rename-key: the key column renamed while walrelay streams (expect exit 2 naming --key-column, nothing dead-lettered or confirmed past, then every row with --key-column)"},
+	{name: "ts-bound", values: []string{"no", "yes"}, weights: []int{3, 1}, doc: "topics with message.timestamp.before.max.ms (tsBound) and a backlog older than it (walrelay stopped meanwhile): every event in its topic, none dead-lettered"},
 }
 
 // config is one case's draw: dimension name -> value.
@@ -61,7 +68,7 @@ func draw(rng *rand.Rand) config {
 	if c["setup"] != "ok" {
 		// N.B. a refused case never streams: what the relay would have
 		// done with these is not tested by it.
-		for _, d := range []string{"attach", "tx", "business", "rollback", "savepoint", "delete", "writers", "topic", "publication", "compression", "linger", "inflight", "delivery-timeout", "poison", "fault"} {
+		for _, d := range []string{"attach", "tx", "business", "rollback", "savepoint", "delete", "writers", "topic", "publication", "compression", "linger", "inflight", "delivery-timeout", "poison", "fault", "coltype", "ddl", "ts-bound"} {
 			c[d] = "n/a"
 		}
 	}

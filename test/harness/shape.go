@@ -43,6 +43,9 @@ type Shape struct {
 	// TOASTs it out of line past about 2 kB).
 	ExtraType  string
 	ExtraBytes int
+	// Note is the non-ASCII text of every payload (default
+	// `ünïcødé ✓ "quoted"`): one the database's encoding holds.
+	Note string
 }
 
 func (s Shape) withDefaults() Shape {
@@ -57,6 +60,9 @@ func (s Shape) withDefaults() Shape {
 	}
 	if s.PayloadType == "" {
 		s.PayloadType = "jsonb"
+	}
+	if s.Note == "" {
+		s.Note = `ünïcødé ✓ "quoted"`
 	}
 	return s
 }

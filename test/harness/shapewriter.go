@@ -176,10 +176,11 @@ func (w *ShapeWorkload) newID() string {
 // payloadSQL is the payload expression over seq (an SQL expression), $3
 // (the key as text) and $5 (padding).
 func (w *ShapeWorkload) payloadSQL(seq string) string {
-	text := "'seq=' || " + seq + " || ' agg=' || $3::text || ' ünïcødé ✓ \"quoted\" ' || $5::text"
+	note := quoteLiteral(w.Shape.withDefaults().Note)
+	text := "'seq=' || " + seq + " || ' agg=' || $3::text || ' ' || " + note + " || ' ' || $5::text"
 	switch w.Shape.PayloadType {
 	case "json":
-		return "json_build_object('seq', " + seq + ", 'agg', $3::text, 'note', 'ünïcødé ✓ \"quoted\"', 'list', json_build_array(1, 2.5, null, true), 'pad', $5::text)"
+		return "json_build_object('seq', " + seq + ", 'agg', $3::text, 'note', " + note + ", 'list', json_build_array(1, 2.5, null, true), 'pad', $5::text)"
 	case "text":
 		return text
 	case "bytea":
@@ -188,7 +189,7 @@ func (w *ShapeWorkload) payloadSQL(seq string) string {
 	case "null":
 		return "NULL::jsonb"
 	}
-	return "jsonb_build_object('seq', " + seq + ", 'agg', $3::text, 'note', 'ünïcødé ✓ \"quoted\"', 'nested', jsonb_build_object('list', jsonb_build_array(1, 2.5, null, true)), 'pad', $5::text)"
+	return "jsonb_build_object('seq', " + seq + ", 'agg', $3::text, 'note', " + note + ", 'nested', jsonb_build_object('list', jsonb_build_array(1, 2.5, null, true)), 'pad', $5::text)"
 }
 
 // extraSQL is the unmapped column's expression over $6 (hex digits / 32).

@@ -103,7 +103,8 @@ func configurations() []configuration {
 				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "false"
 				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType,id:envelope,aggregatetype:header:kind"
 				// N.B. the struct's name begins with topic.prefix: the same
-				// on both sides (only Debezium's side runs on the worker).
+				// on both sides (only Debezium's side runs on the worker),
+				// and no other configuration's (independent).
 				c["topic.prefix"] = "shop_env"
 			},
 			topics: aggTypes,
@@ -138,8 +139,8 @@ func configurations() []configuration {
 				c["value.converter"], c["value.converter.schemas.enable"] = jsonConverter, "true"
 				c["transforms.outbox.table.fields.additional.placement"] = "type:envelope:eventType,id:envelope,aggregatetype:header:kind"
 				// N.B. the struct's name begins with topic.prefix: the same
-				// on both sides (only Debezium's side runs on the worker).
-				c["topic.prefix"] = "shop_env"
+				// on both sides, and no other configuration's (independent).
+				c["topic.prefix"] = "shop_jenv"
 			},
 			topics: aggTypes,
 		},
@@ -283,6 +284,9 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	}
 	defer adm.Close()
 	cfs := configurations()
+	if err := independent(dsn, cfs); err != nil {
+		return nil, err
+	}
 	// Each configuration has a slot (and a publication of the same name:
 	// both tables, inserts only) per side, all created before the rows
 	// are written, so that every one relays the same rows.
@@ -306,10 +310,10 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 			topics = append(topics, prefixed(side+"."+cf.name+".", cf.topics)...)
 		}
 	}
-	if err := adm.CreateTopics(ctx, partitions, nil, topics...); err != nil {
+	if err := adm.CreateTopics(ctx, partitions, keepForever(), topics...); err != nil {
 		return nil, err
 	}
-	rows, labels, err := write(ctx, dsn)
+	rows, labels, written, err := write(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -379,12 +383,14 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		// N.B. what a connector file does not say: the brokers (the
 		// Connect worker's), created topics' partitions (its
 		// topic.creation settings), the record size both producers take.
+		// The dead-letter topic is the configuration's own (independent).
 		args := []string{
 			"--brokers", strings.Join(env.Brokers, ","),
 			"--topic-partitions", fmt.Sprint(partitions),
 			"--kafka-max-message-bytes", fmt.Sprint(maxRecordBytes),
 			"--status-interval", "1s",
 			"--http-addr", "",
+			"--dlq-topic", "wr." + cf.name + ".dlq",
 		}
 		c.WalrelayArgs = args
 		var penv []string
@@ -397,7 +403,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		recs, err := rig.ReadAll(ctx, env.Brokers, len(cf.rows(rows)), 3*time.Minute, prefixed("wr."+cf.name+".", cf.topics)...)
+		recs, err := rig.ReadAll(ctx, env.Brokers, len(cf.rows(rows)), readTimeout, prefixed("wr."+cf.name+".", cf.topics)...)
 		_ = p.Stop(30 * time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("walrelay, configuration %s: %w; last lines of its log:\n%s", cf.name, err, p.Tail(20))
@@ -409,7 +415,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	dbzRecs := make([][]*kgo.Record, len(cfs))
 	for i, cf := range cfs {
 		name := "compat_" + cf.name + "_dbz"
-		recs, err := rig.ReadAll(ctx, env.Brokers, len(cf.rows(rows)), 3*time.Minute, prefixed("dbz."+cf.name+".", cf.topics)...)
+		recs, err := rig.ReadAll(ctx, env.Brokers, len(cf.rows(rows)), readTimeout, prefixed("dbz."+cf.name+".", cf.topics)...)
 		if err != nil {
 			st, trace, _ := w.TaskState(ctx, name)
 			return nil, fmt.Errorf("debezium, configuration %s (task %s %s): %w; last lines of %s:\n%s", cf.name, st, trace, err, w.LogPath(), proc.Tail(w.LogPath(), 20))
@@ -418,7 +424,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		dbzRecs[i] = recs
 	}
 	// Anything more that arrives late (a duplicate, a phantom) counts too.
-	time.Sleep(3 * time.Second)
+	confirmedPast(ctx, dsn, cfs, written)
 	for i, cf := range cfs {
 		wrRecs[i], dbzRecs[i] = rereadLate(ctx, env.Brokers, "wr."+cf.name+".", "dbz."+cf.name+".", cf.topics, wrRecs[i], dbzRecs[i])
 		c := rep.Configs[i]

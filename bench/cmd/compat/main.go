@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -73,7 +74,9 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	// N.B. a bound for a run that hangs, not a speed: a busy machine takes
+	// several times the 4 minutes of an idle one.
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
 	defer cancel()
 	rep, err := compat(ctx, env, *bin)
 	if err != nil {
@@ -243,13 +246,16 @@ func transactions() (committed [][]ins, rolledBack []ins, deleted ins) {
 	return committed, rolledBack, deleted
 }
 
-func write(ctx context.Context, dsn string) (map[string]row, map[string]string, error) {
+// write commits the rows of transactions and reads them back. last is a
+// WAL position inside the last transaction, before its commit: a slot
+// confirmed at or past it has passed every row.
+func write(ctx context.Context, dsn string) (rows map[string]row, labels map[string]string, last pglogrepl.LSN, err error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	labels := map[string]string{} // id -> label, committed or not
+	labels = map[string]string{} // id -> label, committed or not
 	insert := func(tx pgx.Tx, in ins) (string, error) {
 		id := newUUID()
 		labels[id] = in.label
@@ -274,20 +280,20 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 			return nil
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	for _, in := range rolledBack {
 		if _, err := insert(tx, in); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	}
 	if err := tx.Rollback(ctx); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	// Inserted and deleted in one transaction: the insert is in the WAL, so
 	// both relays publish it (DESIGN.md: outbox rows may be deleted at once).
@@ -297,13 +303,20 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 			return err
 		}
 		labels["deleted:"+id] = id
-		_, err = tx.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, id)
+		if _, err = tx.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, id); err != nil {
+			return err
+		}
+		var s string
+		if err := tx.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+			return err
+		}
+		last, err = pglogrepl.ParseLSN(s)
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	rows := map[string]row{}
+	rows = map[string]row{}
 	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes", "outbox_placed", "outbox_expand"} {
 		stamp := "NULL::bigint"
 		if t == "outbox_placed" {
@@ -313,18 +326,18 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 		}
 		rs, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text, `+stamp+` FROM `+t)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		for rs.Next() {
 			r := row{Table: t}
 			if err := rs.Scan(&r.ID, &r.AggType, &r.AggID, &r.Type, &r.Payload, &r.StampMs); err != nil {
-				return nil, nil, err
+				return nil, nil, 0, err
 			}
 			r.Label = labels[r.ID]
 			rows[r.ID] = r
 		}
 		if err := rs.Err(); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	}
 	for k, id := range labels {
@@ -333,7 +346,7 @@ func write(ctx context.Context, dsn string) (map[string]row, map[string]string, 
 			delete(labels, k)
 		}
 	}
-	return rows, labels, nil
+	return rows, labels, last, nil
 }
 
 func ptr(s string) *string { return &s }

@@ -80,6 +80,13 @@ func startTakeoverWriter(ctx context.Context, dsn string) (*takeoverWriter, erro
 	return w, nil
 }
 
+// failed is the writer's error, nil while it writes.
+func (w *takeoverWriter) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
 func (w *takeoverWriter) rows() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -115,7 +122,7 @@ func takeover(ctx context.Context, env *rig.Env, bin string, w *rig.ConnectWorke
 		return nil, err
 	}
 	defer adm.Close()
-	if err := adm.CreateTopics(ctx, partitions, nil, topics...); err != nil {
+	if err := adm.CreateTopics(ctx, partitions, keepForever(), topics...); err != nil {
 		return nil, err
 	}
 	conf, err := configuration{}.connector(dsn, name, pfx)
@@ -151,7 +158,7 @@ func takeover(ctx context.Context, env *rig.Env, bin string, w *rig.ConnectWorke
 	if err != nil {
 		return nil, err
 	}
-	if _, err := rig.ReadAll(ctx, env.Brokers, 100, 2*time.Minute, topics...); err != nil {
+	if _, err := rig.ReadAll(ctx, env.Brokers, 100, readTimeout, topics...); err != nil {
 		wr.finish()
 		return nil, fmt.Errorf("takeover (%s): debezium: %w", rep.Mode, err)
 	}
@@ -194,7 +201,18 @@ func takeover(ctx context.Context, env *rig.Env, bin string, w *rig.ConnectWorke
 		return nil, err
 	}
 	defer p.Stop(30 * time.Second)
-	time.Sleep(3 * time.Second) // the writer goes on while walrelay takes over
+	// The writer goes on while walrelay takes over: until walrelay streams
+	// Debezium's slot and 100 more rows are committed.
+	if err := waitSlot(ctx, slots, name, true); err != nil {
+		wr.finish()
+		return nil, fmt.Errorf("takeover (%s): walrelay on debezium's slot: %w; last lines of its log:\n%s", rep.Mode, err, p.Tail(20))
+	}
+	for streaming := wr.rows(); wr.rows() < streaming+100; {
+		if wr.failed() != nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	after, err := wr.finish()
 	if err != nil {
 		return nil, fmt.Errorf("takeover (%s): writer: %w", rep.Mode, err)
@@ -202,7 +220,7 @@ func takeover(ctx context.Context, env *rig.Env, bin string, w *rig.ConnectWorke
 	rep.Rows = len(after)
 
 	var recs []*kgo.Record
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(readTimeout)
 	for {
 		recs, err = reread(ctx, env.Brokers, 3*time.Second, topics)
 		if err != nil {
@@ -256,17 +274,18 @@ func allSeen(seen map[string]int, rows map[string]pglogrepl.LSN) bool {
 	return true
 }
 
-// waitSlot waits up to a minute until slot exists and is active (active)
-// or exists and is not (!active).
+// waitSlot waits until slot exists and is active (active) or exists and
+// is not (!active), at most readTimeout (a busy machine: Debezium takes
+// up to a minute per connector to register its metrics).
 func waitSlot(ctx context.Context, slots *rig.SlotWatcher, slot string, active bool) error {
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(readTimeout)
 	for {
 		st, err := slots.State(ctx, slot)
 		if err == nil && (st.ActivePID != 0) == active {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("slot %s not %s within a minute (last: %+v, %v)", slot, map[bool]string{true: "active", false: "inactive"}[active], st, err)
+			return fmt.Errorf("slot %s not %s within %s (last: %+v, %v)", slot, map[bool]string{true: "active", false: "inactive"}[active], readTimeout, st, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
