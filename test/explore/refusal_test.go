@@ -18,7 +18,7 @@ func (x *explorer) refusal() string {
 	case "missing-column":
 		extra, want = []string{"--header-columns", "type:eventType,nosuch:x"}, `"nosuch"`
 	case "inflight-below-batch":
-		extra, want = []string{"--max-inflight-bytes", "65536", "--kafka-max-message-bytes", "1048588"}, "raise it"
+		extra, want = []string{"--max-inflight-bytes", "65536", "--kafka-max-message-bytes", "1048588"}, "raise --max-inflight-bytes"
 	case "unsupported-payload-type":
 		// N.B. part is an integer column: no record value walrelay maps.
 		extra, want = []string{"--payload-column", "part"}, "--payload-column"
