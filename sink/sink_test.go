@@ -190,6 +190,14 @@ func rejectTopic(t *testing.T, c *kfake.Cluster, topic string, code int16) {
 // one record it refuses; other batches are written.
 func rejectKey(t *testing.T, c *kfake.Cluster, topic string, key []byte, code int16) {
 	t.Helper()
+	rejectBatches(t, c, topic, code, func(records []byte) bool { return bytes.Contains(records, key) })
+}
+
+// rejectBatches creates topic and makes the broker answer code to every
+// produce request with a batch of topic that reject picks (by its raw
+// records); other requests are written.
+func rejectBatches(t *testing.T, c *kfake.Cluster, topic string, code int16, reject func(records []byte) bool) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +214,7 @@ func rejectKey(t *testing.T, c *kfake.Cluster, topic string, key []byte, code in
 		hit := false
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				hit = hit || (rt.Topic == topic || rt.TopicID == id) && bytes.Contains(rp.Records, key)
+				hit = hit || (rt.Topic == topic || rt.TopicID == id) && reject(rp.Records)
 			}
 		}
 		if !hit {

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -60,44 +58,9 @@ func TestStampBounds(t *testing.T) {
 // the sink did not read (lowered after it read the topic's configs).
 func rejectOlderThan(t *testing.T, c *kfake.Cluster, topic string, cutoff time.Time) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := [16]byte(resp.ID)
-	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kreq.(*kmsg.ProduceRequest)
-		hit := false
-		for _, rt := range req.Topics {
-			for _, rp := range rt.Partitions {
-				var b kmsg.RecordBatch
-				if (rt.Topic == topic || rt.TopicID == id) && b.ReadFrom(rp.Records) == nil && b.FirstTimestamp < cutoff.UnixMilli() {
-					hit = true
-				}
-			}
-		}
-		if !hit {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidTimestamp.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+	rejectBatches(t, c, topic, kerr.InvalidTimestamp.Code, func(records []byte) bool {
+		var b kmsg.RecordBatch
+		return b.ReadFrom(records) == nil && b.FirstTimestamp < cutoff.UnixMilli()
 	})
 }
 
