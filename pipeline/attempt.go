@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -76,10 +77,10 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	// holds; the next attempt re-reads from the confirmed position.
 	defer snk.Close()
 	if err := snk.Start(ctx); err != nil {
-		r.kafkaOK.Store(false)
+		r.kafkaAnswered.Store(0)
 		return onKafka(err)
 	}
-	r.kafkaOK.Store(true)
+	r.kafkaAnswered.Store(time.Now().UnixNano())
 	dc := r.dc
 	dc.ResolvePartitionRoots = true
 	dc.Types, dc.LiveFrom, dc.Columns = checked.Types, checked.At, checked.Columns

@@ -78,7 +78,9 @@ type Relay struct {
 
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
 	current atomic.Pointer[attemptState]
-	kafkaOK atomic.Bool
+	// kafkaAnswered is when Kafka last answered (unix nanoseconds: the
+	// sink's start, then the watch loop's pings); 0 after a start failed.
+	kafkaAnswered atomic.Int64
 	// failure is the error of the last failed attempt, for /readyz while
 	// the relay restarts.
 	failure atomic.Pointer[string]

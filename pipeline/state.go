@@ -34,10 +34,21 @@ func (r *Relay) Ready() (bool, string) {
 			return false, "not streaming: " + state + " after: " + *f
 		}
 		return false, "not streaming: " + state
-	case !r.kafkaOK.Load():
+	}
+	if at := r.kafkaAnswered.Load(); at == 0 {
 		return false, "kafka does not answer"
+	} else if quiet := time.Since(time.Unix(0, at)); quiet > r.kafkaGrace() {
+		return false, fmt.Sprintf("kafka has not answered for %s", quiet.Round(time.Second))
 	}
 	return true, ""
+}
+
+// kafkaGrace is how long Kafka may leave the watch loop's pings
+// unanswered before /readyz says so: three of its polls, and at least 15 s,
+// so that one slow answer on a busy machine does not make the relay
+// unready (the pings time out after one poll interval).
+func (r *Relay) kafkaGrace() time.Duration {
+	return max(3*min(r.rc.StatusInterval, 5*time.Second), 15*time.Second)
 }
 
 // register gives the metrics the gauges read from the running attempt

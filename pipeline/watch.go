@@ -23,7 +23,7 @@ const progressInterval = 30 * time.Second
 // state, warns about lag, and stops the relay if the slot is lost.
 func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
 	defer ver.close(ctx)
-	interval := min(r.rc.StatusInterval, 5*time.Second)
+	interval := min(r.rc.StatusInterval, 5*time.Second) // kafkaGrace's too
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var lastPoll time.Time
@@ -71,7 +71,14 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		} else if err != nil {
 			r.log.Debug("publication check not done; retried", zap.Error(err))
 		}
-		r.kafkaOK.Store(snk.Ping(pctx) == nil)
+		// N.B. the ping has a context of its own: the publication check
+		// may have used up pctx's on a busy machine, and a ping that
+		// failed for that made /readyz flap (kafkaGrace).
+		kctx, kcancel := context.WithTimeout(ctx, interval)
+		if snk.Ping(kctx) == nil {
+			r.kafkaAnswered.Store(time.Now().UnixNano())
+		}
+		kcancel()
 		// A failed read (the connection, or the query) is retried at the
 		// next poll, on a new connection.
 		if st, err := slot.Read(pctx); err == nil {

@@ -1,0 +1,48 @@
+package kafkaside
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// TestReadinessFollowsKafka: /readyz says ready while Kafka answers the
+// relay's pings; cut off from Kafka (a proxy isolating the broker), it
+// says not ready and why, once Kafka has not answered for the grace of
+// three polls (15 s at the least), while /healthz stays 200: the process
+// runs; healed, it is ready again. (A single slow answer must not flip it:
+// before the grace, a ping whose time the publication check had used up
+// made /readyz answer 503 "kafka does not answer" under load.)
+func TestReadinessFollowsKafka(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	proxy := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
+	relay := e.Start(t, "--brokers", proxy.Addr(), "--status-interval", "1s")
+	relay.WaitStreaming()
+	status := func(path string) func() bool {
+		return func() bool { code, _ := relay.Get(path); return code == 200 }
+	}
+	harness.WaitFor(t, time.Minute, "/readyz to answer 200", status("/readyz"))
+	heal := proxy.Isolate()
+	var body string
+	harness.WaitFor(t, 2*time.Minute, "/readyz to say Kafka has not answered", func() bool {
+		var code int
+		code, body = relay.Get("/readyz")
+		return code == 503 && strings.Contains(body, "kafka has not answered for")
+	})
+	if code, b := relay.Get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d %q while Kafka is cut off, want 200: the process runs", code, b)
+	}
+	heal()
+	harness.WaitFor(t, 2*time.Minute, "/readyz to answer 200 again", status("/readyz"))
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
+	after := e.Bed.CurrentWALLSN(t, e.DSN)
+	harness.WaitFor(t, 2*time.Minute, "the slot to move past the row written after the cut", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
+	})
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
