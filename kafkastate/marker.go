@@ -216,16 +216,33 @@ func (s *Store) Write(ctx context.Context, m Marker) error {
 	return nil
 }
 
+// endOffsets lists the topic's end offsets, again after an error Kafka
+// calls retriable (LEADER_NOT_AVAILABLE while a topic another instance
+// just created elects its leaders), until ctx ends.
+func (s *Store) endOffsets(ctx context.Context) (kadm.ListedOffsets, error) {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		ends, err := s.adm.ListEndOffsets(ctx, s.cfg.Topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return ends, err
+		case <-time.After(delay):
+		}
+	}
+}
+
 // Read returns the last marker of the slot, reading the topic from its start
 // to its end offsets; found is false when there is none (or its last record
 // is a tombstone).
 func (s *Store) Read(ctx context.Context, system, database, slot string) (m Marker, found bool, err error) {
 	key := Key(system, database, slot)
-	ends, err := s.adm.ListEndOffsets(ctx, s.cfg.Topic)
+	ends, err := s.endOffsets(ctx)
 	if err != nil {
-		return m, false, fmt.Errorf("list end offsets of %s: %w", s.cfg.Topic, err)
-	}
-	if err := ends.Error(); err != nil {
 		return m, false, fmt.Errorf("list end offsets of %s: %w", s.cfg.Topic, err)
 	}
 	want := map[int32]int64{}

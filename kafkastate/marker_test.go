@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -90,5 +92,56 @@ func TestTopicMustBeCompacted(t *testing.T) {
 		if !errors.Is(err, ErrSetup) {
 			t.Errorf("Open(%s) = %v, want an error wrapping ErrSetup", tc.topic, err)
 		}
+	}
+}
+
+// TestReadWaitsOutALeaderElection: listing the topic's end offsets while
+// its partition has no leader (LEADER_NOT_AVAILABLE: a topic another
+// instance just created) is tried again, and the marker is read; a make
+// test's walrelay check failed on the first such answer.
+func TestReadWaitsOutALeaderElection(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, Config{Brokers: c.ListenAddrs(), Topic: "cp", CreateTopic: true, ReplicationFactor: -1}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Write(ctx, Marker{Slot: "slot", Database: "db", SystemIdentifier: "1", ConfirmedLSN: "0/10"}); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	c.ControlKey(int16(kmsg.ListOffsets), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		if refused == 3 {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		refused++
+		req := kreq.(*kmsg.ListOffsetsRequest)
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.LeaderNotAvailable.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	m, found, err := s.Read(ctx, "1", "db", "slot")
+	if err != nil || !found || m.ConfirmedLSN != "0/10" {
+		t.Fatalf("Read = %+v found %v, %v; want the marker 0/10 after the election", m, found, err)
+	}
+	if refused != 3 {
+		t.Errorf("%d answers of LEADER_NOT_AVAILABLE, want 3 before the read", refused)
 	}
 }
