@@ -32,13 +32,16 @@ func (x *explorer) backlog() {
 	var first time.Time // when a transaction committed after the stop was seen
 	harness.WaitFor(t, 3*time.Minute, fmt.Sprintf("a backlog committed more than %s ago", tsBound), func() bool {
 		if first.IsZero() {
-			if x.w.Committed() > before {
+			select {
+			case <-x.writing.Done():
+				// N.B. on a busy machine the writers can finish while
+				// walrelay stops: the backlog is then what it had not
+				// received, all committed before now.
+				t.Logf("ts-bound: the writers finished (%d events) while walrelay stopped; the backlog is what it had not received", x.w.Committed())
 				first = time.Now()
-			} else {
-				select {
-				case <-x.writing.Done():
-					t.Fatalf("ts-bound: the writers finished (%d events) before a backlog formed", before)
-				default:
+			default:
+				if x.w.Committed() > before {
+					first = time.Now()
 				}
 			}
 			return false
