@@ -150,3 +150,24 @@ func TestDeadLetterRecord(t *testing.T) {
 		t.Errorf("the original record's headers changed: %v", r.Headers)
 	}
 }
+
+func TestRedrive(t *testing.T) {
+	c := &Consumer{cfg: Config{Group: "g", DeadLetterTopic: "g.dlq", IDHeader: "id"}}
+	r := &kgo.Record{Topic: "outbox.event.order", Partition: 2, Offset: 41, Key: []byte("k"), Value: []byte(`{"a":1}`),
+		Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("e1")}, {Key: "eventType", Value: []byte("OrderCreated")}}}
+	got, err := Redrive(c.deadLetterRecord(r, ClassHandler, errors.New("no"), 5), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Topic != r.Topic || string(got.Key) != "k" || string(got.Value) != `{"a":1}` || fmt.Sprint(got.Headers) != fmt.Sprint(r.Headers) {
+		t.Errorf("Redrive = %s %q %q %v, want the original %s %q %q %v", got.Topic, got.Key, got.Value, got.Headers, r.Topic, r.Key, r.Value, r.Headers)
+	}
+	noID := c.deadLetterRecord(&kgo.Record{Topic: "t"}, ClassMissingID, errMissingID, 0)
+	dropped := c.deadLetterRecord(r, ClassHandler, errors.New("no"), 5)
+	dropped.Headers = append(dropped.Headers, kgo.RecordHeader{Key: HeaderDropped, Value: []byte("value")})
+	for name, dl := range map[string]*kgo.Record{"no id": noID, "value dropped": dropped, "no origin": {Headers: r.Headers}} {
+		if _, err := Redrive(dl, "id"); err == nil {
+			t.Errorf("%s: Redrive accepted it", name)
+		}
+	}
+}
