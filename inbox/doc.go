@@ -13,7 +13,7 @@
 // group (the id insert and the effect share one transaction; a redelivered
 // id conflicts and skips the Handler), and an offset is committed only
 // after the database transactions of that record and of every record
-// before it in its partition committed (or it was dead-lettered and marked
-// processed), so a crash or a rebalance at any point loses nothing and
-// applies nothing twice.
+// before it in its partition committed (or it was dead-lettered: not
+// marked processed, so that its replay applies it), so a crash or a
+// rebalance at any point loses nothing and applies nothing twice.
 package inbox

@@ -206,8 +206,15 @@ func (c *Consumer) commit(done []*kgo.Record) {
 }
 
 // handle applies one record, retrying until it is committed, skipped as a
-// duplicate or dead-lettered and marked; it returns an error only when ctx
-// ends first (nothing of the record committed, or its outcome unknown).
+// duplicate or dead-lettered; it returns an error only when ctx ends first
+// (nothing of the record committed, or its outcome unknown).
+//
+// N.B. a dead-lettered id is not marked processed: its effect was not
+// applied, so a replay of the dead letter (Redrive) must apply it. The
+// price: a redelivery of the original (a crash before the offset commit, a
+// rewound group) tries it again and may dead-letter it a second time; two
+// dead letters of one id still apply once, the second replay being a
+// duplicate.
 func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
 	id := header(r, c.cfg.IDHeader)
 	if len(id) == 0 {
@@ -227,11 +234,11 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
 		}
 		switch {
 		case herr && IsPermanent(err):
-			return c.deadLetterAndMark(ctx, r, id, ClassPermanent, err, attempts+1)
+			return c.deadLetter(ctx, r, ClassPermanent, err, attempts+1)
 		case herr && !transient(err):
 			attempts++
 			if attempts >= c.cfg.MaxAttempts {
-				return c.deadLetterAndMark(ctx, r, id, ClassHandler, err, attempts)
+				return c.deadLetter(ctx, r, ClassHandler, err, attempts)
 			}
 			if attempts == 1 {
 				c.log.Warn("handler failed, retrying", zap.String("topic", r.Topic), zap.Int32("partition", r.Partition),
@@ -291,31 +298,6 @@ func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handl
 		c.applied.Add(1)
 	}
 	return false, nil
-}
-
-// deadLetterAndMark dead-letters r, then records its id as processed so a
-// redelivery is skipped.
-func (c *Consumer) deadLetterAndMark(ctx context.Context, r *kgo.Record, id []byte, class string, cause error, attempts int) error {
-	// N.B. dead-letter first, mark second: a crash in between dead-letters
-	// the record again on redelivery (a duplicate in the dead-letter
-	// topic), never loses it.
-	if err := c.deadLetter(ctx, r, class, cause, attempts); err != nil {
-		return err
-	}
-	b := backoff{next: c.cfg.RetryBackoff, max: c.cfg.MaxRetryBackoff}
-	for {
-		_, err := c.cfg.Pool.Exec(ctx, c.insert, c.cfg.Group, id)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.log.Warn("mark dead-lettered id as processed, retrying", zap.ByteString("id", id), zap.Error(err))
-		if err := b.wait(ctx); err != nil {
-			return err
-		}
-	}
 }
 
 var errMissingID = errors.New("record has no id header: it cannot be deduplicated")
