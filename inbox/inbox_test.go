@@ -30,7 +30,9 @@ type fixture struct {
 	group string
 }
 
-func newFixture(t *testing.T, partitions int32) *fixture {
+func newFixture(t *testing.T, partitions int32) *fixture { return newFixtureTB(t, partitions) }
+
+func newFixtureTB(t testing.TB, partitions int32) *fixture {
 	t.Helper()
 	b := testbed.Get(t)
 	f := &fixture{b: b, dsn: b.NewDatabase(t), topic: "inbox_" + uniq(), group: "g_" + uniq()}
@@ -43,9 +45,14 @@ func newFixture(t *testing.T, partitions int32) *fixture {
 	return f
 }
 
-func (f *fixture) newPool(t *testing.T) *pgxpool.Pool {
+func (f *fixture) newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), f.dsn)
+	pc, err := pgxpool.ParseConfig(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.MaxConns = 16 // one per partition being handled, and more
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +63,7 @@ func (f *fixture) newPool(t *testing.T) *pgxpool.Pool {
 func uniq() string { return strconv.FormatInt(time.Now().UnixNano()%1e12, 36) }
 
 // produce writes records (key, id header; "" means none) with value seq.
-func (f *fixture) produce(t *testing.T, recs ...*kgo.Record) {
+func (f *fixture) produce(t testing.TB, recs ...*kgo.Record) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.b.Brokers()...), kgo.DefaultProduceTopic(f.topic))
 	if err != nil {
