@@ -4,6 +4,9 @@
 // record's message id (walrelay's "id" header) in a processed-messages
 // table in the same transaction as the record's effect.
 //
+// Each assigned partition is handled by a goroutine of its own, its records
+// in offset order; partitions do not wait for one another.
+//
 // Input: records of the consumed topics, a pgx pool and the user's Handler.
 // Output: the Handler's effects committed in PostgreSQL, one row per
 // handled message id in the inbox table (DDL), consumer group offsets, and

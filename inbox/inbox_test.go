@@ -272,6 +272,9 @@ func TestHandlerFailureDeadLetters(t *testing.T) {
 	}
 	cfg := f.config(h)
 	cfg.MaxAttempts = 3
+	// N.B. the group is deleted below: a static member (the default)
+	// leaves it only with LeaveGroupOnStop.
+	cfg.LeaveGroupOnStop = true
 	r := start(t, cfg)
 	waitFor(t, "good-2 applied", func() bool { return r.c.Stats().Applied == 2 })
 	r.Stop(t)
@@ -380,6 +383,7 @@ func TestRevokeHandsOverCleanly(t *testing.T) {
 	// transactions hold every connection of A's.
 	cfgB := cfg
 	cfgB.Pool = f.newPool(t)
+	cfgB.InstanceID = DefaultInstanceID() + "-b" // two members of one group need an instance id each
 	b := start(t, cfgB)
 	// The second wave once both members own partitions, so that B has
 	// records of its own to apply.

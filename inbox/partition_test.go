@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,4 +92,35 @@ func (f *fixture) committed(t *testing.T, p int32) int64 {
 		return -1
 	}
 	return o.At
+}
+
+// TestHandlerTimeout: a Handler stuck past HandlerTimeout (a statement
+// that waits) has its ctx ended; the attempt counts (it is not taken for a
+// database outage), so with MaxAttempts 2 the record is dead-lettered
+// after two attempts, and the next record is applied.
+func TestHandlerTimeout(t *testing.T) {
+	f := newFixture(t, 1)
+	f.produce(t, rec("a", "slow", 1), rec("a", "next", 2))
+	var calls atomic.Int32
+	h := func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+		if string(header(r, "id")) == "slow" {
+			calls.Add(1)
+			_, err := tx.Exec(ctx, `SELECT pg_sleep(60)`)
+			return err
+		}
+		return record(ctx, tx, r)
+	}
+	cfg := f.config(h)
+	cfg.MaxAttempts = 2
+	cfg.HandlerTimeout = 200 * time.Millisecond
+	c := start(t, cfg)
+	waitFor(t, "next applied", func() bool { return c.c.Stats().Applied == 1 })
+	c.Stop(t)
+	if s := c.c.Stats(); s.DeadLettered != 1 || calls.Load() != 2 {
+		t.Errorf("stats %+v, %d attempts of slow; want it dead-lettered after 2 attempts", s, calls.Load())
+	}
+	dl := f.b.ConsumeAll(t, []string{f.group + ".dlq"}, time.Second)
+	if len(dl) != 1 || string(header(dl[0], HeaderErrorClass)) != ClassHandler || !strings.Contains(string(header(dl[0], HeaderErrorMessage)), "handler timeout") {
+		t.Errorf("dead letters %v, want one of class %s whose message names the handler timeout", dl, ClassHandler)
+	}
 }

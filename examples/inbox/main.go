@@ -50,7 +50,7 @@ func run() int {
 	brokers := fs.String("brokers", envOr("WALRELAY_TEST_KAFKA_BROKERS", "localhost:9092"), "Kafka brokers, comma-separated")
 	group := fs.String("group", "demo-projection", "Kafka consumer group (and the inbox table's consumer column)")
 	topics := fs.String("topics", "outbox.event.order,outbox.event.customer", "topics to consume, comma-separated")
-	instance := fs.String("instance-id", "", "static group membership id: a restarted process takes its partitions back at once instead of after the session timeout")
+	instance := fs.String("instance-id", "", "static group membership id: a restarted process takes its partitions back at once instead of after the session timeout (default: the host name; - for dynamic membership)")
 	session := fs.Duration("session-timeout", 45*time.Second, "Kafka group session timeout")
 	attempts := fs.Int("max-attempts", 5, "handler attempts before a record is dead-lettered")
 	retain := fs.Duration("retain", 7*24*time.Hour, "delete processed ids older than this at start (0: keep)")
@@ -102,9 +102,6 @@ func run() int {
 	}
 
 	kopts := []kgo.Opt{kgo.SessionTimeout(*session)}
-	if *instance != "" {
-		kopts = append(kopts, kgo.InstanceID(*instance))
-	}
 	c, err := inbox.New(inbox.Config{
 		Brokers:     strings.Split(*brokers, ","),
 		Group:       *group,
@@ -113,6 +110,7 @@ func run() int {
 		Handler:     project,
 		OnDuplicate: countDuplicate,
 		MaxAttempts: *attempts,
+		InstanceID:  *instance,
 		KafkaOpts:   kopts,
 	}, log)
 	if err != nil {

@@ -1,0 +1,140 @@
+package inbox
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// partition is the worker of one assigned partition: it handles the
+// partition's records one after the other, in offset order, and records
+// the last one finished for the committer. Partitions do not wait for one
+// another: a slow or retrying record holds back only its own partition.
+type partition struct {
+	c     *Consumer
+	topic string
+	p     int32
+
+	// ctx ends when the partition is lost or Run ends: a transaction in
+	// flight is abandoned (rolled back). stop is closed when the partition
+	// is revoked: the attempt in hand finishes, no record or retry begins.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   chan struct{}
+	done   chan struct{} // closed when run returned
+
+	mu     sync.Mutex // guards queue and paused: the poll loop pushes, run takes
+	queue  []*kgo.Record
+	paused bool
+	wake   chan struct{} // capacity 1: records were pushed
+
+	// finished is the last record handled (applied, skipped as a
+	// duplicate or dead-lettered): the committer commits its offset + 1.
+	finished atomic.Pointer[kgo.Record]
+	// committed is the offset committed last; touched under c.commitMu.
+	committed int64
+}
+
+func newPartition(c *Consumer, base context.Context, topic string, p int32) *partition {
+	w := &partition{c: c, topic: topic, p: p, stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	w.ctx, w.cancel = context.WithCancel(base)
+	go w.run()
+	return w
+}
+
+// push queues a poll's records of this partition.
+func (w *partition) push(recs []*kgo.Record) {
+	w.mu.Lock()
+	w.queue = append(w.queue, recs...)
+	if !w.paused && len(w.queue) >= 2*w.c.cfg.MaxPollRecords {
+		// N.B. the partition's own backpressure: its fetching pauses
+		// while its queue is full, so a partition in retry neither grows
+		// without bound nor blocks the poll loop (the other partitions'
+		// records keep coming). kgo strips a paused partition's buffered
+		// records without advancing its fetch position: they are fetched
+		// again on resume.
+		w.paused = true
+		w.c.cl.PauseFetchPartitions(map[string][]int32{w.topic: {w.p}})
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the next queued record, waiting for one; nil when the
+// partition is stopped.
+func (w *partition) next() *kgo.Record {
+	for {
+		select {
+		case <-w.stop:
+			return nil
+		case <-w.ctx.Done():
+			return nil
+		default:
+		}
+		w.mu.Lock()
+		if len(w.queue) > 0 {
+			r := w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+			if w.paused && len(w.queue) <= w.c.cfg.MaxPollRecords {
+				w.paused = false
+				w.c.cl.ResumeFetchPartitions(map[string][]int32{w.topic: {w.p}})
+			}
+			w.mu.Unlock()
+			return r
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.wake:
+		case <-w.stop:
+		case <-w.ctx.Done():
+		}
+	}
+}
+
+func (w *partition) run() {
+	defer close(w.done)
+	defer func() {
+		// N.B. a paused partition resumes when its worker ends: paused
+		// partitions stay paused in the client across assignments, and
+		// this one may be assigned to this member again.
+		w.mu.Lock()
+		if w.paused {
+			w.paused = false
+			w.c.cl.ResumeFetchPartitions(map[string][]int32{w.topic: {w.p}})
+		}
+		w.queue = nil
+		w.mu.Unlock()
+	}()
+	next := int64(-1)
+	for {
+		r := w.next()
+		if r == nil {
+			return
+		}
+		if r.Offset < next {
+			continue // N.B. handled already: a poll's record seen twice
+		}
+		if w.c.handle(w.ctx, w.stop, r) != nil {
+			return // stopped: r's outcome is left to the next owner
+		}
+		next = r.Offset + 1
+		w.finished.Store(r)
+	}
+}
+
+// halt stops the worker and waits for it: soft (revoked) lets the attempt
+// in hand finish; hard (lost, Run ending) abandons it.
+func (w *partition) halt(hard bool) {
+	close(w.stop)
+	if hard {
+		w.cancel()
+	}
+	<-w.done
+	w.cancel()
+}
