@@ -19,7 +19,10 @@ import (
 // is repeated when the record is delivered again) and must not commit or
 // roll back tx. A returned error rolls the transaction back; the record is
 // tried again (Config.MaxAttempts), then dead-lettered. Wrap the error with
-// Permanent to dead-letter at once.
+// Permanent to dead-letter at once. ctx ends after Config.HandlerTimeout.
+// It runs on the goroutine of the record's partition: the Handlers of
+// different partitions run concurrently, those of one partition one after
+// the other.
 type Handler func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error
 
 // Config configures a Consumer. Zero values mean the defaults named.

@@ -80,6 +80,7 @@ func (c *Consumer) handle(ctx context.Context, stop <-chan struct{}, r *kgo.Reco
 // the Handler (otherwise OnDuplicate). handlerErr says whether err came
 // from the Handler.
 func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handlerErr bool, err error) {
+	defer c.observe(time.Now())
 	tx, err := c.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("begin: %w", err)

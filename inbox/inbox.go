@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,6 +37,7 @@ type Consumer struct {
 	commitMu sync.Mutex
 
 	applied, duplicates, deadLettered, retries, commitErrors atomic.Int64
+	handlerSeconds                                           prometheus.Histogram
 }
 
 // tp names a partition.
@@ -63,7 +65,7 @@ func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	c := &Consumer{cfg: cfg, log: log.Named("inbox"), parts: map[tp]*partition{}}
+	c := &Consumer{cfg: cfg, log: log.Named("inbox"), parts: map[tp]*partition{}, handlerSeconds: newHandlerSeconds(cfg.Group)}
 	c.base, c.cancelBase = context.WithCancel(context.Background())
 	ident, _ := tableIdent(cfg.Table)
 	c.insert = `INSERT INTO ` + ident + ` (consumer, id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
@@ -218,7 +220,7 @@ func (c *Consumer) dispatch(fs kgo.Fetches) {
 			c.log.Warn("records of a partition not assigned here, left to its owner", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 			return
 		}
-		w.push(p.Records)
+		w.push(p.Records, p.HighWatermark)
 	})
 }
 

@@ -35,17 +35,25 @@ type partition struct {
 	finished atomic.Pointer[kgo.Record]
 	// committed is the offset committed last; touched under c.commitMu.
 	committed int64
+	// hwm is the partition's high watermark in its last fetch, nextOffset
+	// the next offset to handle (-1 until a record was queued): the lag.
+	hwm, nextOffset atomic.Int64
 }
 
 func newPartition(c *Consumer, base context.Context, topic string, p int32) *partition {
 	w := &partition{c: c, topic: topic, p: p, stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	w.ctx, w.cancel = context.WithCancel(base)
+	w.hwm.Store(-1)
+	w.nextOffset.Store(-1)
 	go w.run()
 	return w
 }
 
-// push queues a poll's records of this partition.
-func (w *partition) push(recs []*kgo.Record) {
+// push queues a poll's records of this partition, fetched with the
+// partition's high watermark hwm.
+func (w *partition) push(recs []*kgo.Record, hwm int64) {
+	w.hwm.Store(hwm)
+	w.nextOffset.CompareAndSwap(-1, recs[0].Offset)
 	w.mu.Lock()
 	w.queue = append(w.queue, recs...)
 	if !w.paused && len(w.queue) >= 2*w.c.cfg.MaxPollRecords {
@@ -125,6 +133,7 @@ func (w *partition) run() {
 		}
 		next = r.Offset + 1
 		w.finished.Store(r)
+		w.nextOffset.Store(next)
 	}
 }
 
@@ -137,4 +146,14 @@ func (w *partition) halt(hard bool) {
 	}
 	<-w.done
 	w.cancel()
+}
+
+// lag is how many records of the partition are not handled yet, as of its
+// last fetch; false before its first records.
+func (w *partition) lag() (int64, bool) {
+	h, n := w.hwm.Load(), w.nextOffset.Load()
+	if h < 0 || n < 0 {
+		return 0, false
+	}
+	return max(h-n, 0), true
 }
