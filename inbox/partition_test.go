@@ -124,3 +124,46 @@ func TestHandlerTimeout(t *testing.T) {
 		t.Errorf("dead letters %v, want one of class %s whose message names the handler timeout", dl, ClassHandler)
 	}
 }
+
+// TestPausedPartitionResumes: with MaxPollRecords 5, a partition whose
+// first record retries gets its fetching paused once 10 records are
+// queued, while the other partition flows; released, it resumes and every
+// record of both is applied once, in order, the offsets at the end.
+func TestPausedPartitionResumes(t *testing.T) {
+	f := newFixture(t, 2)
+	var released atomic.Bool
+	h := func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+		if string(header(r, "id")) == "a-0" && !released.Load() {
+			return errors.New("not yet")
+		}
+		return record(ctx, tx, r)
+	}
+	var a, b []*kgo.Record
+	for i := range 200 {
+		a = append(a, rec("a", fmt.Sprintf("a-%d", i), i))
+		b = append(b, rec("b", fmt.Sprintf("b-%d", i), i))
+	}
+	f.produceTo(t, 0, a...)
+	f.produceTo(t, 1, b...)
+	cfg := f.config(h)
+	cfg.MaxAttempts = 1 << 30
+	cfg.MaxPollRecords = 5
+	c := start(t, cfg)
+	waitFor(t, "partition 1 applied while partition 0 retries", func() bool { return c.c.Stats().Applied == 200 })
+	if n := f.count(t, `SELECT count(*) FROM effects WHERE key = 'a'`); n != 0 {
+		t.Fatalf("%d effects of partition 0, want none while its first record retries", n)
+	}
+	released.Store(true)
+	waitFor(t, "partition 0 applied", func() bool { return c.c.Stats().Applied == 400 })
+	c.Stop(t)
+	if s := c.c.Stats(); s.Duplicates != 0 || s.DeadLettered != 0 {
+		t.Errorf("stats %+v, want no duplicate, no dead letter", s)
+	}
+	if n := f.count(t, `SELECT count(DISTINCT id) FROM effects`); n != 400 {
+		t.Errorf("%d distinct effects, want 400", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM (SELECT seq <> lag(seq) OVER (PARTITION BY key ORDER BY pos) + 1 AS gap FROM effects) x WHERE gap`); n != 0 {
+		t.Errorf("%d effects not right after the previous one of their key", n)
+	}
+	f.offsetsAtEnd(t, f.topic)
+}
