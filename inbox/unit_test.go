@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,6 +49,7 @@ func TestValidate(t *testing.T) {
 		{"attempts and poll", func(c *Config) { c.MaxAttempts, c.MaxPollRecords = -1, -2 }, []string{"max attempts: -1", "max poll records: -2"}},
 		{"backoff", func(c *Config) { c.RetryBackoff, c.MaxRetryBackoff = 10e9, 1e9 }, []string{"retry backoff"}},
 		{"dlq consumed", func(c *Config) { c.DeadLetterTopic = "outbox.event.order" }, []string{"is also consumed"}},
+		{"timeouts", func(c *Config) { c.CommitInterval, c.HandlerTimeout = -1, -1 }, []string{"commit interval", "handler timeout"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := good()
@@ -58,7 +60,8 @@ func TestValidate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
-				if cfg.Table != "inbox_processed" || cfg.IDHeader != "id" || cfg.MaxAttempts != 5 || cfg.DeadLetterTopic != "g.dlq" || cfg.MaxPollRecords != 500 {
+				if cfg.Table != "inbox_processed" || cfg.IDHeader != "id" || cfg.MaxAttempts != 5 || cfg.DeadLetterTopic != "g.dlq" || cfg.MaxPollRecords != 500 ||
+					cfg.CommitInterval != time.Second || cfg.HandlerTimeout != 30*time.Second || cfg.InstanceID != DefaultInstanceID() || cfg.InstanceID == "" {
 					t.Errorf("defaults %+v", cfg)
 				}
 				return
@@ -170,4 +173,26 @@ func TestRedrive(t *testing.T) {
 			t.Errorf("%s: Redrive accepted it", name)
 		}
 	}
+}
+
+// Two Consumers of one group in one process cannot share an instance id.
+func TestClaimInstance(t *testing.T) {
+	if err := claimInstance("g", "host"); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimInstance("g", "host"); err == nil || !strings.Contains(err.Error(), "Config.InstanceID") {
+		t.Errorf("second claim: %v, want refused naming Config.InstanceID", err)
+	}
+	if err := claimInstance("other", "host"); err != nil {
+		t.Errorf("another group: %v", err)
+	}
+	if err := claimInstance("g", DynamicMembership); err != nil || claimInstance("g", DynamicMembership) != nil {
+		t.Errorf("dynamic members: %v", err)
+	}
+	releaseInstance("g", "host")
+	if err := claimInstance("g", "host"); err != nil {
+		t.Errorf("after release: %v", err)
+	}
+	releaseInstance("g", "host")
+	releaseInstance("other", "host")
 }
