@@ -58,6 +58,13 @@ type Config struct {
 	// connection lost, the server shutting down, a serialization failure or
 	// deadlock) do not count: they are retried until the database is back.
 	MaxAttempts int
+	// OnFailure is what a record that fails for good does to its
+	// partition: DeadLetter (the default), HoldKey (its key's later
+	// records wait behind it, the other keys flow) or Halt (the
+	// partition waits). Under HoldKey and Halt the record is tried again
+	// every MaxRetryBackoff until it succeeds. A record without an id is
+	// dead-lettered whatever the policy.
+	OnFailure FailurePolicy
 	// RetryBackoff is the wait after the first failed attempt, doubled after
 	// each further one up to MaxRetryBackoff. Defaults 100ms and 5s.
 	RetryBackoff, MaxRetryBackoff time.Duration
@@ -183,6 +190,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("max poll records: %d, want 1 or more", c.MaxPollRecords))
+	}
+	if c.OnFailure < DeadLetter || c.OnFailure > Halt {
+		errs = append(errs, fmt.Errorf("on failure: %s, want DeadLetter, HoldKey or Halt", c.OnFailure))
 	}
 	if c.CommitInterval < 0 || c.HandlerTimeout < 0 {
 		errs = append(errs, fmt.Errorf("commit interval %s, handler timeout %s: want more than 0", c.CommitInterval, c.HandlerTimeout))

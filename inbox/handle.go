@@ -48,18 +48,22 @@ func (c *Consumer) handle(ctx context.Context, stop <-chan struct{}, r *kgo.Reco
 			return ctx.Err()
 		}
 		switch {
-		case herr && IsPermanent(err):
-			return c.deadLetter(ctx, stop, r, ClassPermanent, err, attempts+1)
+		case herr && IsPermanent(err) && c.cfg.OnFailure != Halt:
+			return c.failed(ctx, stop, r, ClassPermanent, err, attempts+1)
 		case herr && (errors.Is(err, errHandlerTimeout) || !transient(err)):
 			// N.B. a Handler past its timeout counts as an attempt:
 			// pgx's own timeout error would read as the database's.
 			attempts++
-			if attempts >= c.cfg.MaxAttempts {
-				return c.deadLetter(ctx, stop, r, ClassHandler, err, attempts)
+			if attempts >= c.cfg.MaxAttempts && c.cfg.OnFailure != Halt {
+				return c.failed(ctx, stop, r, ClassHandler, err, attempts)
 			}
 			if attempts == 1 {
 				c.log.Warn("handler failed, retrying", zap.String("topic", r.Topic), zap.Int32("partition", r.Partition),
 					zap.Int64("offset", r.Offset), zap.ByteString("id", id), zap.Error(err))
+			}
+			if attempts == c.cfg.MaxAttempts { // OnFailure Halt
+				c.log.Error("partition halted (OnFailure halt): the record is retried until it succeeds", zap.String("topic", r.Topic),
+					zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.ByteString("id", id), zap.Error(err))
 			}
 		default:
 			// N.B. the database went away (or aborted the transaction to
@@ -74,6 +78,15 @@ func (c *Consumer) handle(ctx context.Context, stop <-chan struct{}, r *kgo.Reco
 			return err
 		}
 	}
+}
+
+// failed is the end of a record that failed for good: dead-lettered, or
+// held (OnFailure HoldKey).
+func (c *Consumer) failed(ctx context.Context, stop <-chan struct{}, r *kgo.Record, class string, cause error, attempts int) error {
+	if c.cfg.OnFailure == HoldKey {
+		return &heldError{cause}
+	}
+	return c.deadLetter(ctx, stop, r, class, cause, attempts)
 }
 
 // attempt runs one transaction for r: the id insert and, if the id is new,

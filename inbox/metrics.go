@@ -17,6 +17,7 @@ import (
 //	walrelay_inbox_handler_seconds         one attempt's transaction (id insert, Handler, commit)
 //	walrelay_inbox_partitions              partitions assigned to this member
 //	walrelay_inbox_lag{topic,partition}    records of the partition not handled yet (its high watermark of the last fetch minus the next offset to handle)
+//	walrelay_inbox_held_records{topic,partition}  records held behind a failed record of their key (OnFailure HoldKey)
 func (c *Consumer) Collector() prometheus.Collector { return collector{c} }
 
 type collector struct{ c *Consumer }
@@ -26,6 +27,7 @@ var (
 	descRetries      = prometheus.NewDesc("walrelay_inbox_retries_total", "Attempts that failed and were tried again (the Handler's errors and database outages).", []string{"group"}, nil)
 	descCommitErrors = prometheus.NewDesc("walrelay_inbox_commit_errors_total", "Offset commits that failed (the records are delivered again and skipped as duplicates).", []string{"group"}, nil)
 	descPartitions   = prometheus.NewDesc("walrelay_inbox_partitions", "Partitions assigned to this member.", []string{"group"}, nil)
+	descHeld         = prometheus.NewDesc("walrelay_inbox_held_records", "Records of the partition held behind a failed record of their key (OnFailure HoldKey), the failed ones included.", []string{"group", "topic", "partition"}, nil)
 	descLag          = prometheus.NewDesc("walrelay_inbox_lag", "Records of the partition not handled yet: its high watermark in the last fetch minus the next offset to handle.", []string{"group", "topic", "partition"}, nil)
 )
 
@@ -42,7 +44,7 @@ func newHandlerSeconds(group string) prometheus.Histogram {
 // Describe lists every descriptor, the lag's too (no series before the
 // first partition is fetched).
 func (m collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRecords, descRetries, descCommitErrors, descPartitions, descLag} {
+	for _, d := range []*prometheus.Desc{descRecords, descRetries, descCommitErrors, descPartitions, descLag, descHeld} {
 		ch <- d
 	}
 	m.c.handlerSeconds.Describe(ch)
@@ -64,6 +66,7 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(len(c.parts)), g)
 	for k, w := range c.parts {
+		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(w.held.Load()), g, k.topic, strconv.Itoa(int(k.p)))
 		if lag, ok := w.lag(); ok {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(lag), g, k.topic, strconv.Itoa(int(k.p)))
 		}

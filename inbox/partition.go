@@ -2,8 +2,10 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -35,6 +37,8 @@ type partition struct {
 	finished atomic.Pointer[kgo.Record]
 	// committed is the offset committed last; touched under c.commitMu.
 	committed int64
+	// held is how many records the partition holds (OnFailure HoldKey).
+	held atomic.Int64
 	// hwm is the partition's high watermark in its last fetch, nextOffset
 	// the next offset to handle (-1 until a record was queued): the lag.
 	hwm, nextOffset atomic.Int64
@@ -74,8 +78,8 @@ func (w *partition) push(recs []*kgo.Record, hwm int64) {
 }
 
 // next returns the next queued record, waiting for one; nil when the
-// partition is stopped.
-func (w *partition) next() *kgo.Record {
+// partition is stopped or timeout fires first.
+func (w *partition) next(timeout <-chan time.Time) *kgo.Record {
 	for {
 		select {
 		case <-w.stop:
@@ -101,7 +105,20 @@ func (w *partition) next() *kgo.Record {
 		case <-w.wake:
 		case <-w.stop:
 		case <-w.ctx.Done():
+		case <-timeout:
+			return nil
 		}
+	}
+}
+
+func (w *partition) stopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	case <-w.ctx.Done():
+		return true
+	default:
+		return false
 	}
 }
 
@@ -120,20 +137,70 @@ func (w *partition) run() {
 		w.mu.Unlock()
 	}()
 	next := int64(-1)
+	var (
+		h    holds       // OnFailure HoldKey only
+		last *kgo.Record // the last record taken
+	)
 	for {
-		r := w.next()
+		var (
+			due <-chan time.Time
+			t   *time.Timer
+		)
+		if h.n > 0 {
+			if !time.Now().Before(h.retryAt) {
+				if w.retryHeld(&h) != nil {
+					return
+				}
+				w.position(&h, last)
+				continue
+			}
+			t = time.NewTimer(time.Until(h.retryAt))
+			due = t.C
+			if h.n >= 2*w.c.cfg.MaxPollRecords {
+				// N.B. holding no more: the queue fills and the
+				// partition's fetching pauses until a key is released.
+				select {
+				case <-due:
+				case <-w.stop:
+				case <-w.ctx.Done():
+				}
+				t.Stop()
+				if w.stopped() {
+					return
+				}
+				continue
+			}
+		}
+		r := w.next(due)
+		if t != nil {
+			t.Stop()
+		}
 		if r == nil {
-			return
+			if w.stopped() {
+				return
+			}
+			continue // a held key is due for a retry
 		}
 		if r.Offset < next {
 			continue // N.B. handled already: a poll's record seen twice
 		}
-		if w.c.handle(w.ctx, w.stop, r) != nil {
+		next, last = r.Offset+1, r
+		w.nextOffset.Store(next)
+		if h.has(r.Key) {
+			// N.B. behind its key's held record, in order.
+			h.add(r)
+			w.position(&h, r)
+			continue
+		}
+		err := w.c.handle(w.ctx, w.stop, r)
+		var he *heldError
+		switch {
+		case errors.As(err, &he):
+			w.hold(&h, r, he.cause)
+		case err != nil:
 			return // stopped: r's outcome is left to the next owner
 		}
-		next = r.Offset + 1
-		w.finished.Store(r)
-		w.nextOffset.Store(next)
+		w.position(&h, r)
 	}
 }
 
