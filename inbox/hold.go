@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -116,7 +117,7 @@ func (w *partition) retryHeld(h *holds) error {
 	for _, q := range h.keys {
 		heads = append(heads, q[0])
 	}
-	slices.SortFunc(heads, func(a, b *kgo.Record) int { return int(a.Offset - b.Offset) })
+	slices.SortFunc(heads, func(a, b *kgo.Record) int { return cmp.Compare(a.Offset, b.Offset) })
 	for _, head := range heads {
 		if _, err := w.c.attempt(w.ctx, head, header(head, w.c.cfg.IDHeader)); err != nil {
 			if w.ctx.Err() != nil {

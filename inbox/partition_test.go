@@ -139,7 +139,7 @@ func TestPausedPartitionResumes(t *testing.T) {
 		return record(ctx, tx, r)
 	}
 	var a, b []*kgo.Record
-	for i := range 200 {
+	for i := range 60 {
 		a = append(a, rec("a", fmt.Sprintf("a-%d", i), i))
 		b = append(b, rec("b", fmt.Sprintf("b-%d", i), i))
 	}
@@ -149,18 +149,18 @@ func TestPausedPartitionResumes(t *testing.T) {
 	cfg.MaxAttempts = 1 << 30
 	cfg.MaxPollRecords = 5
 	c := start(t, cfg)
-	waitFor(t, "partition 1 applied while partition 0 retries", func() bool { return c.c.Stats().Applied == 200 })
+	waitFor(t, "partition 1 applied while partition 0 retries", func() bool { return c.c.Stats().Applied == 60 })
 	if n := f.count(t, `SELECT count(*) FROM effects WHERE key = 'a'`); n != 0 {
 		t.Fatalf("%d effects of partition 0, want none while its first record retries", n)
 	}
 	released.Store(true)
-	waitFor(t, "partition 0 applied", func() bool { return c.c.Stats().Applied == 400 })
+	waitFor(t, "partition 0 applied", func() bool { return c.c.Stats().Applied == 120 })
 	c.Stop(t)
 	if s := c.c.Stats(); s.Duplicates != 0 || s.DeadLettered != 0 {
 		t.Errorf("stats %+v, want no duplicate, no dead letter", s)
 	}
-	if n := f.count(t, `SELECT count(DISTINCT id) FROM effects`); n != 400 {
-		t.Errorf("%d distinct effects, want 400", n)
+	if n := f.count(t, `SELECT count(DISTINCT id) FROM effects`); n != 120 {
+		t.Errorf("%d distinct effects, want 120", n)
 	}
 	if n := f.count(t, `SELECT count(*) FROM (SELECT seq <> lag(seq) OVER (PARTITION BY key ORDER BY pos) + 1 AS gap FROM effects) x WHERE gap`); n != 0 {
 		t.Errorf("%d effects not right after the previous one of their key", n)
