@@ -27,8 +27,9 @@ import (
 // so their order is checked over long sequences.
 const customers = 8
 
-// blockedCustomer's orders fail for a while (a constraint), then their
-// dead letters are replayed.
+// blockedCustomer's events fail for a while (a constraint): its orders,
+// dead-lettered then replayed (TestInboxKill), or its loyalty events, its
+// key held (TestInboxKillHoldKey).
 const blockedCustomer = "cust-3"
 
 // TestInboxKill runs walrelay and the example consumer (examples/inbox)
@@ -41,7 +42,17 @@ const blockedCustomer = "cust-3"
 // each aggregate's events in commit order, the group's offsets at the end
 // offsets, every dead letter replayed.
 // Short: 6 consumer kills (2 with walrelay); WALRELAY_CHAOS=1: 100.
-func TestInboxKill(t *testing.T) {
+func TestInboxKill(t *testing.T) { killProof(t, false) }
+
+// TestInboxKillHoldKey is TestInboxKill with the consumer's OnFailure
+// HoldKey, and blockedCustomer's loyalty events (its own aggregate, in
+// order) failing instead of its orders: the customer's key is held (its
+// later events wait behind the failed one) while the other customers flow;
+// the cause fixed, the held events are applied, in order. Nothing is
+// dead-lettered; every check of TestInboxKill holds.
+func TestInboxKillHoldKey(t *testing.T) { killProof(t, true) }
+
+func killProof(t *testing.T, holdKey bool) {
 	long := os.Getenv("WALRELAY_CHAOS") != ""
 	consumerKills, relayEvery := 6, 3
 	if long {
@@ -59,7 +70,12 @@ func TestInboxKill(t *testing.T) {
 
 	relay := env.StartRelay(t)
 	relay.WaitStreaming()
-	consumer := startConsumer(t, env, group)
+	var consumerArgs []string
+	if holdKey {
+		consumerArgs = []string{"--on-failure", "hold-key"}
+	}
+	consumer := startConsumer(t, env, group, consumerArgs...)
+	held := 0 // "key held" lines in the consumer's logs
 
 	w := &writers{dsn: env.DSN, prefix: env.Prefix}
 	wctx, stopWriting := context.WithCancel(context.Background())
@@ -88,11 +104,15 @@ func TestInboxKill(t *testing.T) {
 	// the dead letters are replayed. The customer's loyalty events (the
 	// ordered aggregate) do not touch orders and keep flowing.
 	harness.WaitFor(t, 2*time.Minute, "the consumer's tables", func() bool { return applied() > 0 })
+	column := "orders"
+	if holdKey {
+		column = "loyalty_events"
+	}
 	var blockedAt int64
-	if err := check.QueryRow(context.Background(), `SELECT coalesce((SELECT orders FROM customer_totals WHERE customer = $1), 0)`, blockedCustomer).Scan(&blockedAt); err != nil {
+	if err := check.QueryRow(context.Background(), `SELECT coalesce((SELECT `+column+` FROM customer_totals WHERE customer = $1), 0)`, blockedCustomer).Scan(&blockedAt); err != nil {
 		t.Fatal(err)
 	}
-	b.Exec(t, env.DSN, fmt.Sprintf(`ALTER TABLE customer_totals ADD CONSTRAINT inboxkill_blocked CHECK (customer <> '%s' OR orders <= %d) NOT VALID`, blockedCustomer, blockedAt))
+	b.Exec(t, env.DSN, fmt.Sprintf(`ALTER TABLE customer_totals ADD CONSTRAINT inboxkill_blocked CHECK (customer <> '%s' OR %s <= %d) NOT VALID`, blockedCustomer, column, blockedAt))
 
 	start := time.Now()
 	rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -110,6 +130,7 @@ func TestInboxKill(t *testing.T) {
 		})
 		time.Sleep(time.Duration(rng.IntN(700)) * time.Millisecond)
 		consumer.Kill()
+		held += strings.Count(consumer.Log(), "key held")
 		if k%relayEvery == 0 {
 			relay.Kill()
 			relayKills++
@@ -120,7 +141,7 @@ func TestInboxKill(t *testing.T) {
 			t.Fatalf("workload: %v", err)
 		default:
 		}
-		consumer = startConsumer(t, env, group)
+		consumer = startConsumer(t, env, group, consumerArgs...)
 	}
 	stopWriting()
 	if err := <-werr; err != nil {
@@ -165,14 +186,22 @@ func TestInboxKill(t *testing.T) {
 			return behind == 0 || time.Since(lastChange) > 30*time.Second
 		})
 	}
-	catchUp()
-	// The cause fixed, every dead letter replayed as the docs say
-	// (inbox.Redrive, produced to the original topic): each is applied
-	// once, a second dead letter of one id (the consumer killed before its
-	// offset commit) being a duplicate.
-	b.Exec(t, env.DSN, `ALTER TABLE customer_totals DROP CONSTRAINT inboxkill_blocked`)
-	replayed := replayDeadLetters(t, env, dlq)
-	catchUp()
+	var replayed int64
+	if holdKey {
+		// The cause fixed: the held key is released at its next retry.
+		b.Exec(t, env.DSN, `ALTER TABLE customer_totals DROP CONSTRAINT inboxkill_blocked`)
+		catchUp()
+	} else {
+		catchUp()
+		// The cause fixed, every dead letter replayed as the docs say
+		// (inbox.Redrive, produced to the original topic): each is
+		// applied once, a second dead letter of one id (the consumer
+		// killed before its offset commit) being a duplicate.
+		b.Exec(t, env.DSN, `ALTER TABLE customer_totals DROP CONSTRAINT inboxkill_blocked`)
+		replayed = replayDeadLetters(t, env, dlq)
+		catchUp()
+	}
+	held += strings.Count(consumer.Log(), "key held")
 	if code := consumer.Stop(time.Minute); code != 0 {
 		t.Fatalf("the consumer exited %d after SIGTERM", code)
 	}
@@ -182,13 +211,16 @@ func TestInboxKill(t *testing.T) {
 	r.kills, r.relayKills, r.writing = consumerKills, relayKills, writing
 	t.Logf("RESULT inbox kill: %d events committed (%d transactions rolled back) in %s; %d consumer kills -9, %d walrelay kills -9; "+
 		"records in Kafka %d (%d duplicates: walrelay restarts, replayed dead letters); duplicates delivered to the consumer (conflict path) %d; "+
-		"effects applied twice %d, missing %d, extra %d, out of order %d; dead-lettered %d (customer %s's orders blocked), replayed %d",
+		"effects applied twice %d, missing %d, extra %d, out of order %d; customer %s's %s blocked: dead-lettered %d, replayed %d, key held %d times",
 		r.events, w.rolledBack.Load(), r.writing.Round(time.Second), r.kills, r.relayKills,
-		r.records, r.records-r.distinct, r.dupSeen, r.twice, r.missing, r.extra, r.disorder, r.deadLettered, blockedCustomer, r.replayed)
+		r.records, r.records-r.distinct, r.dupSeen, r.twice, r.missing, r.extra, r.disorder, blockedCustomer, column, r.deadLettered, r.replayed, held)
 	if r.twice != 0 || r.missing != 0 || r.extra != 0 || r.disorder != 0 {
 		t.Errorf("the projection is not every committed event exactly once in order (see RESULT)")
 	}
-	if r.deadLettered == 0 || r.replayed != r.deadLettered {
+	switch {
+	case holdKey && (r.deadLettered != 0 || held == 0):
+		t.Errorf("%d dead letters, key held %d times: want the blocked customer's key held, nothing dead-lettered", r.deadLettered, held)
+	case !holdKey && (r.deadLettered == 0 || r.replayed != r.deadLettered):
 		t.Errorf("%d dead letters, %d replayed: want the blocked customer's orders dead-lettered, and all replayed", r.deadLettered, r.replayed)
 	}
 	if r.dupSeen == 0 {
@@ -198,9 +230,9 @@ func TestInboxKill(t *testing.T) {
 	}
 }
 
-func startConsumer(t *testing.T, env *harness.Env, group string) *harness.Relay {
+func startConsumer(t *testing.T, env *harness.Env, group string, more ...string) *harness.Relay {
 	t.Helper()
-	return harness.StartProcess(t, consumerBin, nil, []string{
+	return harness.StartProcess(t, consumerBin, nil, append([]string{
 		"--pg-url", env.DSN, "--brokers", strings.Join(env.Bed.Brokers(), ","),
 		"--group", group, "--topics", strings.Join(env.Topics(), ","),
 		// N.B. static membership: the restarted consumer takes the
@@ -210,7 +242,7 @@ func startConsumer(t *testing.T, env *harness.Env, group string) *harness.Relay 
 		// N.B. the blocked customer's orders dead-lettered at once, not
 		// after retries that would stall their partitions.
 		"--max-attempts", "1",
-	})
+	}, more...))
 }
 
 type report struct {
