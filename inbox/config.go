@@ -19,7 +19,10 @@ import (
 // is repeated when the record is delivered again) and must not commit or
 // roll back tx. A returned error rolls the transaction back; the record is
 // tried again (Config.MaxAttempts), then dead-lettered. Wrap the error with
-// Permanent to dead-letter at once.
+// Permanent to dead-letter at once. ctx ends after Config.HandlerTimeout.
+// It runs on the goroutine of the record's partition: the Handlers of
+// different partitions run concurrently, those of one partition one after
+// the other.
 type Handler func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error
 
 // Config configures a Consumer. Zero values mean the defaults named.
@@ -35,10 +38,11 @@ type Config struct {
 	Topics      []string
 	TopicsRegex bool
 	// Pool is the database the Handler writes to and the inbox table is in.
-	// Required. Each partition being handled holds one connection for its
-	// transaction: give the pool at least as many connections as
-	// partitions this member may own (pgxpool's pool_max_conns), or
-	// partitions wait for one another.
+	// Required. Each partition is handled by a goroutine of its own that
+	// holds one connection for its transaction: give the pool at least as
+	// many connections as partitions this member may own (pgxpool's
+	// pool_max_conns, default 4 or the number of CPUs), or partitions
+	// wait for one another.
 	Pool *pgxpool.Pool
 	// Handler applies one record. Required.
 	Handler Handler
@@ -54,6 +58,13 @@ type Config struct {
 	// connection lost, the server shutting down, a serialization failure or
 	// deadlock) do not count: they are retried until the database is back.
 	MaxAttempts int
+	// OnFailure is what a record that fails for good does to its
+	// partition: DeadLetter (the default), HoldKey (its key's later
+	// records wait behind it, the other keys flow) or Halt (the
+	// partition waits). Under HoldKey and Halt the record is tried again
+	// every MaxRetryBackoff until it succeeds. A record without an id is
+	// dead-lettered whatever the policy.
+	OnFailure FailurePolicy
 	// RetryBackoff is the wait after the first failed attempt, doubled after
 	// each further one up to MaxRetryBackoff. Defaults 100ms and 5s.
 	RetryBackoff, MaxRetryBackoff time.Duration
@@ -61,20 +72,48 @@ type Config struct {
 	// Default Group + ".dlq". Run creates it when it does not exist
 	// (partitions and replication from the broker's defaults).
 	DeadLetterTopic string
-	// MaxPollRecords bounds the records handled between two offset
-	// commits (and between two rebalance points). Default 500.
-	//
-	// N.B. a rebalance waits until the polled records are handled: that
-	// time (with retries: MaxAttempts and the backoff) must stay under the
-	// group's rebalance timeout (kgo.RebalanceTimeout, default 60 s), or
-	// the group goes on without this member; its offset commits then fail
-	// and its records are delivered again, which the table absorbs.
+	// MaxPollRecords bounds the records of one poll; a partition whose
+	// worker has twice as many queued stops being fetched until it has
+	// handled half of them. Default 500.
 	MaxPollRecords int
+	// CommitInterval is how often the offsets of the records each
+	// partition finished are committed (and when Run ends, and when a
+	// partition is revoked). A crash redelivers at most about this much
+	// of each partition; the table skips it. Default 1s.
+	CommitInterval time.Duration
+	// HandlerTimeout bounds one attempt of the Handler (and of
+	// OnDuplicate): its ctx ends then, and an attempt past it counts as a
+	// failed attempt (retried, then dead-lettered) — as long as the
+	// Handler returns when its ctx ends (pgx's calls do). Default 30s.
+	//
+	// N.B. a revocation waits for the attempts in hand of its partitions
+	// (not for their retries): keep HandlerTimeout under the group's
+	// rebalance timeout (kgo.RebalanceTimeout, default 60 s), or the
+	// group goes on without this member; its records are then delivered
+	// again, which the table absorbs.
+	HandlerTimeout time.Duration
+	// InstanceID is this member's static group membership id
+	// (kgo.InstanceID): a restarted member that comes back within the
+	// session timeout gets its partitions back at once, without a
+	// rebalance, instead of the group waiting for the dead member's
+	// session timeout first. Default DefaultInstanceID(): the host name.
+	// DynamicMembership ("-") turns it off. Two processes running with
+	// one instance id fence each other: the one that joined last wins,
+	// the other's Run returns an error. See docs/inbox.md, "Production
+	// settings", for the trade-offs.
+	InstanceID string
+	// LeaveGroupOnStop makes a static member leave the group when Run
+	// ends on its context (kgo does not: a static member that restarts
+	// under the same id keeps its partitions). Set it where a stopped
+	// process does not come back under the same instance id (pods of a
+	// Deployment named by the host name): its partitions move at once
+	// instead of after the session timeout. Default false.
+	LeaveGroupOnStop bool
 	// OnDuplicate, if set, is called in the transaction of a record whose
 	// id is in the table already (Kafka delivered it again), instead of the
 	// Handler. Its error is treated like the Handler's. Default: nothing.
 	OnDuplicate Handler
-	// KafkaOpts are added to the client's options: TLS, SASL, InstanceID,
+	// KafkaOpts are added to the client's options: TLS, SASL,
 	// SessionTimeout, a logger. The options Consumer sets for its delivery
 	// guarantee (ConsumerGroup, ConsumeTopics, DisableAutoCommit,
 	// BlockRebalanceOnPoll, the partition callbacks) come after them and
@@ -103,6 +142,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = 500
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = time.Second
+	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = 30 * time.Second
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = DefaultInstanceID()
 	}
 }
 
@@ -142,6 +190,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("max poll records: %d, want 1 or more", c.MaxPollRecords))
+	}
+	if c.OnFailure < DeadLetter || c.OnFailure > Halt {
+		errs = append(errs, fmt.Errorf("on failure: %s, want DeadLetter, HoldKey or Halt", c.OnFailure))
+	}
+	if c.CommitInterval < 0 || c.HandlerTimeout < 0 {
+		errs = append(errs, fmt.Errorf("commit interval %s, handler timeout %s: want more than 0", c.CommitInterval, c.HandlerTimeout))
 	}
 	for _, t := range c.Topics {
 		if t == c.DeadLetterTopic {

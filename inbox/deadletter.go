@@ -64,8 +64,9 @@ func (c *Consumer) deadLetterRecord(r *kgo.Record, class string, cause error, at
 }
 
 // deadLetter produces r's dead-letter record and waits for Kafka's
-// acknowledgement, retrying until it has it or ctx ends.
-func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, class string, cause error, attempts int) error {
+// acknowledgement, retrying until it has it, ctx ends or stop is closed
+// (the partition revoked: its next owner handles r again).
+func (c *Consumer) deadLetter(ctx context.Context, stop <-chan struct{}, r *kgo.Record, class string, cause error, attempts int) error {
 	dl := c.deadLetterRecord(r, class, cause, attempts)
 	b := backoff{next: c.cfg.RetryBackoff, max: c.cfg.MaxRetryBackoff}
 	for {
@@ -90,7 +91,7 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, class string, 
 			continue
 		}
 		c.log.Warn("produce dead-letter record, retrying", zap.String("topic", dl.Topic), zap.Error(err))
-		if err := b.wait(ctx); err != nil {
+		if err := b.waitOr(ctx, stop); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,9 @@
 // record's message id (walrelay's "id" header) in a processed-messages
 // table in the same transaction as the record's effect.
 //
+// Each assigned partition is handled by a goroutine of its own, its records
+// in offset order; partitions do not wait for one another.
+//
 // Input: records of the consumed topics, a pgx pool and the user's Handler.
 // Output: the Handler's effects committed in PostgreSQL, one row per
 // handled message id in the inbox table (DDL), consumer group offsets, and
@@ -13,7 +16,7 @@
 // group (the id insert and the effect share one transaction; a redelivered
 // id conflicts and skips the Handler), and an offset is committed only
 // after the database transactions of that record and of every record
-// before it in its partition committed (or it was dead-lettered and marked
-// processed), so a crash or a rebalance at any point loses nothing and
-// applies nothing twice.
+// before it in its partition committed (or it was dead-lettered: not
+// marked processed, so that its replay applies it), so a crash or a
+// rebalance at any point loses nothing and applies nothing twice.
 package inbox

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -25,7 +26,24 @@ type Consumer struct {
 	cl     *kgo.Client
 	insert string // the id insert, built once
 
+	// base is the parent of the partition workers' contexts: it ends with
+	// Run (or Close before Run).
+	base       context.Context
+	cancelBase context.CancelFunc
+
+	mu    sync.Mutex // guards parts: the group callbacks and the poll loop
+	parts map[tp]*partition
+	// commitMu orders offset commits: the committer's and a revocation's.
+	commitMu sync.Mutex
+
 	applied, duplicates, deadLettered, retries, commitErrors atomic.Int64
+	handlerSeconds                                           prometheus.Histogram
+}
+
+// tp names a partition.
+type tp struct {
+	topic string
+	p     int32
 }
 
 // Stats are a Consumer's counters since New.
@@ -47,7 +65,8 @@ func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	c := &Consumer{cfg: cfg, log: log.Named("inbox")}
+	c := &Consumer{cfg: cfg, log: log.Named("inbox"), parts: map[tp]*partition{}, handlerSeconds: newHandlerSeconds(cfg.Group)}
+	c.base, c.cancelBase = context.WithCancel(context.Background())
 	ident, _ := tableIdent(cfg.Table)
 	c.insert = `INSERT INTO ` + ident + ` (consumer, id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 	opts := append([]kgo.Opt{
@@ -60,33 +79,30 @@ func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 		// aborted Kafka transactions are never handed to the Handler.
 		// Records of a non-transactional producer are unaffected.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// N.B. a partition resumed after its queue drained (partition.go)
+		// is fetched once the broker's fetch in flight returns: at most
+		// this long (kgo's default 5 s) when the others are caught up.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 	}, cfg.KafkaOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
-		// N.B. offsets are committed by Run only, after the database
-		// commits of the records they cover; autocommit would commit
-		// polled offsets whose transactions may still roll back.
+		// N.B. offsets are committed by the committer only, after the
+		// database commits of the records they cover; autocommit would
+		// commit polled offsets whose transactions may still roll back.
 		kgo.DisableAutoCommit(),
-		// N.B. no rebalance while a poll's records are being handled:
-		// Run commits the offsets of what it finished, then allows the
-		// rebalance, so a partition is never revoked (and handed to
-		// another member) with a transaction in flight or a finished one
-		// whose offset is not committed.
+		// N.B. no rebalance while the poll loop hands a poll's records to
+		// the partition workers: a revocation (onRevoked) then finds every
+		// record of its partitions queued in a worker it stops, and
+		// commits what they finished before the partitions move.
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			c.log.Info("partitions assigned", zap.Any("partitions", m))
-		}),
-		// N.B. with BlockRebalanceOnPoll these run only between polls,
-		// when every finished record's offset is committed and nothing is
-		// in flight: there is nothing left to commit or abort.
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			c.log.Info("partitions revoked", zap.Any("partitions", m))
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			c.log.Warn("partitions lost (the group went on without this member)", zap.Any("partitions", m))
-		}),
+		kgo.OnPartitionsAssigned(c.onAssigned),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
 	)
+	if cfg.InstanceID != DynamicMembership {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
 	if cfg.TopicsRegex {
 		opts = append(opts, kgo.ConsumeRegex())
 	}
@@ -107,16 +123,24 @@ func (c *Consumer) Stats() Stats {
 }
 
 // Run consumes until ctx ends, then commits the offsets of the records it
-// finished, leaves the group, closes the client and returns ctx.Err(). It
-// returns another error only at start: the inbox table is missing or not
-// writable, or the dead-letter topic cannot be had. Call it once.
-func (c *Consumer) Run(ctx context.Context) error {
+// finished, closes the client (a dynamic member leaves the group; a static
+// one only with Config.LeaveGroupOnStop) and returns ctx.Err(). It returns
+// another error at start (the inbox table is missing or not writable, the
+// dead-letter topic cannot be had, the instance id is in use in this
+// process) and when another member joined with this one's instance id
+// (fenced). Call it once.
+func (c *Consumer) Run(ctx context.Context) (err error) {
 	defer func() {
-		c.cl.Close() // leaves the group
+		c.cancelBase()
+		c.cl.Close()
 		s := c.Stats()
 		c.log.Info("stopped", zap.Int64("applied", s.Applied), zap.Int64("duplicates", s.Duplicates),
 			zap.Int64("dead_lettered", s.DeadLettered), zap.Int64("retries", s.Retries))
 	}()
+	if err := claimInstance(c.cfg.Group, c.cfg.InstanceID); err != nil {
+		return err
+	}
+	defer releaseInstance(c.cfg.Group, c.cfg.InstanceID)
 	if err := c.checkTable(ctx); err != nil {
 		return err
 	}
@@ -124,21 +148,51 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("consuming", zap.String("group", c.cfg.Group), zap.Strings("topics", c.cfg.Topics),
-		zap.String("dead_letter_topic", c.cfg.DeadLetterTopic), zap.String("table", c.cfg.Table))
+		zap.String("instance_id", c.cfg.InstanceID), zap.String("dead_letter_topic", c.cfg.DeadLetterTopic),
+		zap.String("table", c.cfg.Table))
+	cctx, stopCommitter := context.WithCancel(ctx)
+	committed := make(chan struct{})
+	go c.commitLoop(cctx, committed)
+	defer func() {
+		stopCommitter()
+		<-committed
+		// N.B. the workers stop (a transaction in flight rolls back),
+		// then what they finished is committed, so a restart does not
+		// see it again.
+		ws := c.detach(nil)
+		for _, w := range ws {
+			w.halt(true)
+		}
+		c.commitMu.Lock()
+		c.commitFinished(ws)
+		c.commitMu.Unlock()
+		if c.cfg.LeaveGroupOnStop && c.cfg.InstanceID != DynamicMembership && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			c.leaveGroup()
+		}
+	}()
 	for {
 		fs := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			c.cl.AllowRebalance()
 			return ctx.Err()
 		}
+		var fenced error
 		fs.EachError(func(topic string, p int32, err error) {
+			if errors.Is(err, kerr.FencedInstanceID) {
+				fenced = err
+			}
 			// N.B. kgo retries fetch errors itself; they are reported,
 			// not acted on.
 			c.log.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
 		})
-		done := c.handleFetches(ctx, fs)
-		c.commit(done)
+		c.dispatch(fs)
 		c.cl.AllowRebalance()
+		if fenced != nil {
+			// N.B. another process joined with this instance id: two
+			// members cannot share it, the newer one wins.
+			return fmt.Errorf("consume: fenced: another member of group %s joined with instance id %q (give each process its own Config.InstanceID): %w",
+				c.cfg.Group, c.cfg.InstanceID, fenced)
+		}
 		if fs.NumRecords() == 0 && len(fs.Errors()) > 0 {
 			// N.B. a poll of errors only returns at once: wait a little
 			// rather than spin on an error that persists.
@@ -150,193 +204,24 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// handleFetches handles the polled records, partitions concurrently, each
-// partition's records in order, and returns for each partition the last
-// record finished before the first that was not (ctx ended).
-func (c *Consumer) handleFetches(ctx context.Context, fs kgo.Fetches) []*kgo.Record {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		done []*kgo.Record
-	)
+// dispatch queues each partition's records in its worker, without
+// waiting for any: a partition whose worker is busy pauses itself.
+func (c *Consumer) dispatch(fs kgo.Fetches) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
 			return
 		}
-		wg.Add(1)
-		go func(recs []*kgo.Record) {
-			defer wg.Done()
-			var last *kgo.Record
-			for _, r := range recs {
-				// N.B. sequential within a partition: the next record is
-				// begun only after this one's transaction committed, so
-				// effects keep the partition's (the aggregate's) order.
-				if c.handle(ctx, r) != nil {
-					break
-				}
-				last = r
-			}
-			if last != nil {
-				mu.Lock()
-				done = append(done, last)
-				mu.Unlock()
-			}
-		}(p.Records)
+		w := c.parts[tp{p.Topic, p.Partition}]
+		if w == nil {
+			// N.B. not assigned to this member (cannot happen with
+			// BlockRebalanceOnPoll): its owner handles the records.
+			c.log.Warn("records of a partition not assigned here, left to its owner", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
+			return
+		}
+		w.push(p.Records, p.HighWatermark)
 	})
-	wg.Wait()
-	return done
-}
-
-// commit commits the offsets after the given records.
-func (c *Consumer) commit(done []*kgo.Record) {
-	if len(done) == 0 {
-		return
-	}
-	// N.B. a context of its own: at shutdown (ctx ended) the records
-	// finished so far are still committed, so a restart does not see them
-	// again. The offset is the record's offset + 1 with its leader epoch.
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.cl.CommitRecords(cctx, done...); err != nil {
-		// N.B. not fatal: the records are delivered again (to this member
-		// or the partition's new owner) and the inbox table skips them.
-		c.commitErrors.Add(1)
-		c.log.Warn("commit offsets (the records will be delivered again and skipped as duplicates)", zap.Error(err))
-	}
-}
-
-// handle applies one record, retrying until it is committed, skipped as a
-// duplicate or dead-lettered and marked; it returns an error only when ctx
-// ends first (nothing of the record committed, or its outcome unknown).
-func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
-	id := header(r, c.cfg.IDHeader)
-	if len(id) == 0 {
-		// N.B. without an id the record cannot be deduplicated: it is
-		// parked, never applied and never silently skipped.
-		return c.deadLetter(ctx, r, ClassMissingID, errMissingID, 0)
-	}
-	b := backoff{next: c.cfg.RetryBackoff, max: c.cfg.MaxRetryBackoff}
-	attempts := 0
-	for {
-		herr, err := c.attempt(ctx, r, id)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		switch {
-		case herr && IsPermanent(err):
-			return c.deadLetterAndMark(ctx, r, id, ClassPermanent, err, attempts+1)
-		case herr && !transient(err):
-			attempts++
-			if attempts >= c.cfg.MaxAttempts {
-				return c.deadLetterAndMark(ctx, r, id, ClassHandler, err, attempts)
-			}
-			if attempts == 1 {
-				c.log.Warn("handler failed, retrying", zap.String("topic", r.Topic), zap.Int32("partition", r.Partition),
-					zap.Int64("offset", r.Offset), zap.ByteString("id", id), zap.Error(err))
-			}
-		default:
-			// N.B. the database went away (or aborted the transaction to
-			// resolve a conflict): not the record's fault, so it does not
-			// count as an attempt and is retried until the database is
-			// back.
-			c.log.Warn("database unavailable, retrying", zap.String("topic", r.Topic), zap.Int32("partition", r.Partition),
-				zap.Int64("offset", r.Offset), zap.Error(err))
-		}
-		c.retries.Add(1)
-		if err := b.wait(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// attempt runs one transaction for r: the id insert and, if the id is new,
-// the Handler (otherwise OnDuplicate). handlerErr says whether err came
-// from the Handler.
-func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handlerErr bool, err error) {
-	tx, err := c.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.Background()) // a no-op after Commit
-	// N.B. the id goes in first, in the effect's transaction: a concurrent
-	// or earlier transaction with the same id makes this insert wait for
-	// it and then affect no row, so the effect is applied at most once.
-	tag, err := tx.Exec(ctx, c.insert, c.cfg.Group, id)
-	if err != nil {
-		return false, fmt.Errorf("insert id into %s: %w", c.cfg.Table, err)
-	}
-	dup := tag.RowsAffected() == 0
-	switch {
-	case !dup:
-		err = c.cfg.Handler(ctx, tx, r)
-	case c.cfg.OnDuplicate != nil:
-		err = c.cfg.OnDuplicate(ctx, tx, r)
-	}
-	if err != nil {
-		// N.B. a connection lost under the Handler is the database's
-		// outage, not the record's fault: not counted as an attempt.
-		return !tx.Conn().IsClosed(), err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		// N.B. a commit whose answer was lost may have committed: the
-		// retry's insert then finds the id and skips the Handler.
-		return false, fmt.Errorf("commit: %w", err)
-	}
-	if dup {
-		c.duplicates.Add(1)
-	} else {
-		c.applied.Add(1)
-	}
-	return false, nil
-}
-
-// deadLetterAndMark dead-letters r, then records its id as processed so a
-// redelivery is skipped.
-func (c *Consumer) deadLetterAndMark(ctx context.Context, r *kgo.Record, id []byte, class string, cause error, attempts int) error {
-	// N.B. dead-letter first, mark second: a crash in between dead-letters
-	// the record again on redelivery (a duplicate in the dead-letter
-	// topic), never loses it.
-	if err := c.deadLetter(ctx, r, class, cause, attempts); err != nil {
-		return err
-	}
-	b := backoff{next: c.cfg.RetryBackoff, max: c.cfg.MaxRetryBackoff}
-	for {
-		_, err := c.cfg.Pool.Exec(ctx, c.insert, c.cfg.Group, id)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.log.Warn("mark dead-lettered id as processed, retrying", zap.ByteString("id", id), zap.Error(err))
-		if err := b.wait(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-var errMissingID = errors.New("record has no id header: it cannot be deduplicated")
-
-// transient reports whether err means the database was unavailable or
-// aborted the transaction for a conflict, rather than the Handler failing
-// on the record. Classified by SQLSTATE and pgconn's own predicates.
-func transient(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch {
-		case pgErr.Code[:2] == "08", pgErr.Code[:2] == "53": // connection exception, insufficient resources
-			return true
-		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
-			return true
-		case pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
-			return true
-		}
-		return false
-	}
-	return pgconn.SafeToRetry(err) || pgconn.Timeout(err) && !errors.Is(err, context.Canceled) || errors.Is(err, pgx.ErrTxClosed)
 }
 
 // checkTable fails when the inbox table cannot be written, so that a
@@ -376,28 +261,4 @@ func (c *Consumer) ensureTopic(ctx context.Context, topic string) error {
 	}
 	c.log.Info("created dead-letter topic", zap.String("topic", topic))
 	return nil
-}
-
-func header(r *kgo.Record, key string) []byte {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return h.Value
-		}
-	}
-	return nil
-}
-
-// backoff doubles a wait up to max.
-type backoff struct{ next, max time.Duration }
-
-func (b *backoff) wait(ctx context.Context) error {
-	t := time.NewTimer(b.next)
-	defer t.Stop()
-	b.next = min(2*b.next, b.max)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,6 +49,7 @@ func TestValidate(t *testing.T) {
 		{"attempts and poll", func(c *Config) { c.MaxAttempts, c.MaxPollRecords = -1, -2 }, []string{"max attempts: -1", "max poll records: -2"}},
 		{"backoff", func(c *Config) { c.RetryBackoff, c.MaxRetryBackoff = 10e9, 1e9 }, []string{"retry backoff"}},
 		{"dlq consumed", func(c *Config) { c.DeadLetterTopic = "outbox.event.order" }, []string{"is also consumed"}},
+		{"timeouts", func(c *Config) { c.CommitInterval, c.HandlerTimeout = -1, -1 }, []string{"commit interval", "handler timeout"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := good()
@@ -58,7 +60,8 @@ func TestValidate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
-				if cfg.Table != "inbox_processed" || cfg.IDHeader != "id" || cfg.MaxAttempts != 5 || cfg.DeadLetterTopic != "g.dlq" || cfg.MaxPollRecords != 500 {
+				if cfg.Table != "inbox_processed" || cfg.IDHeader != "id" || cfg.MaxAttempts != 5 || cfg.DeadLetterTopic != "g.dlq" || cfg.MaxPollRecords != 500 ||
+					cfg.CommitInterval != time.Second || cfg.HandlerTimeout != 30*time.Second || cfg.InstanceID != DefaultInstanceID() || cfg.InstanceID == "" {
 					t.Errorf("defaults %+v", cfg)
 				}
 				return
@@ -149,4 +152,47 @@ func TestDeadLetterRecord(t *testing.T) {
 	if len(r.Headers) != 2 {
 		t.Errorf("the original record's headers changed: %v", r.Headers)
 	}
+}
+
+func TestRedrive(t *testing.T) {
+	c := &Consumer{cfg: Config{Group: "g", DeadLetterTopic: "g.dlq", IDHeader: "id"}}
+	r := &kgo.Record{Topic: "outbox.event.order", Partition: 2, Offset: 41, Key: []byte("k"), Value: []byte(`{"a":1}`),
+		Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("e1")}, {Key: "eventType", Value: []byte("OrderCreated")}}}
+	got, err := Redrive(c.deadLetterRecord(r, ClassHandler, errors.New("no"), 5), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Topic != r.Topic || string(got.Key) != "k" || string(got.Value) != `{"a":1}` || fmt.Sprint(got.Headers) != fmt.Sprint(r.Headers) {
+		t.Errorf("Redrive = %s %q %q %v, want the original %s %q %q %v", got.Topic, got.Key, got.Value, got.Headers, r.Topic, r.Key, r.Value, r.Headers)
+	}
+	noID := c.deadLetterRecord(&kgo.Record{Topic: "t"}, ClassMissingID, errMissingID, 0)
+	dropped := c.deadLetterRecord(r, ClassHandler, errors.New("no"), 5)
+	dropped.Headers = append(dropped.Headers, kgo.RecordHeader{Key: HeaderDropped, Value: []byte("value")})
+	for name, dl := range map[string]*kgo.Record{"no id": noID, "value dropped": dropped, "no origin": {Headers: r.Headers}} {
+		if _, err := Redrive(dl, "id"); err == nil {
+			t.Errorf("%s: Redrive accepted it", name)
+		}
+	}
+}
+
+// Two Consumers of one group in one process cannot share an instance id.
+func TestClaimInstance(t *testing.T) {
+	if err := claimInstance("g", "host"); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimInstance("g", "host"); err == nil || !strings.Contains(err.Error(), "Config.InstanceID") {
+		t.Errorf("second claim: %v, want refused naming Config.InstanceID", err)
+	}
+	if err := claimInstance("other", "host"); err != nil {
+		t.Errorf("another group: %v", err)
+	}
+	if err := claimInstance("g", DynamicMembership); err != nil || claimInstance("g", DynamicMembership) != nil {
+		t.Errorf("dynamic members: %v", err)
+	}
+	releaseInstance("g", "host")
+	if err := claimInstance("g", "host"); err != nil {
+		t.Errorf("after release: %v", err)
+	}
+	releaseInstance("g", "host")
+	releaseInstance("other", "host")
 }

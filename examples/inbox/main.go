@@ -50,12 +50,18 @@ func run() int {
 	brokers := fs.String("brokers", envOr("WALRELAY_TEST_KAFKA_BROKERS", "localhost:9092"), "Kafka brokers, comma-separated")
 	group := fs.String("group", "demo-projection", "Kafka consumer group (and the inbox table's consumer column)")
 	topics := fs.String("topics", "outbox.event.order,outbox.event.customer", "topics to consume, comma-separated")
-	instance := fs.String("instance-id", "", "static group membership id: a restarted process takes its partitions back at once instead of after the session timeout")
+	instance := fs.String("instance-id", "", "static group membership id: a restarted process takes its partitions back at once instead of after the session timeout (default: the host name; - for dynamic membership)")
 	session := fs.Duration("session-timeout", 45*time.Second, "Kafka group session timeout")
-	attempts := fs.Int("max-attempts", 5, "handler attempts before a record is dead-lettered")
+	attempts := fs.Int("max-attempts", 5, "handler attempts before a record fails for good")
+	onFailure := fs.String("on-failure", "dead-letter", "what a record that fails for good does: dead-letter, hold-key (its key's later records wait behind it) or halt (its partition waits)")
 	retain := fs.Duration("retain", 7*24*time.Hour, "delete processed ids older than this at start (0: keep)")
 	debug := fs.Bool("debug", false, "debug logging")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	policy, ok := map[string]inbox.FailurePolicy{"dead-letter": inbox.DeadLetter, "hold-key": inbox.HoldKey, "halt": inbox.Halt}[*onFailure]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "inbox: --on-failure %q: want dead-letter, hold-key or halt\n", *onFailure)
 		return 2
 	}
 	lc := zap.NewProductionConfig()
@@ -102,9 +108,6 @@ func run() int {
 	}
 
 	kopts := []kgo.Opt{kgo.SessionTimeout(*session)}
-	if *instance != "" {
-		kopts = append(kopts, kgo.InstanceID(*instance))
-	}
 	c, err := inbox.New(inbox.Config{
 		Brokers:     strings.Split(*brokers, ","),
 		Group:       *group,
@@ -113,6 +116,8 @@ func run() int {
 		Handler:     project,
 		OnDuplicate: countDuplicate,
 		MaxAttempts: *attempts,
+		OnFailure:   policy,
+		InstanceID:  *instance,
 		KafkaOpts:   kopts,
 	}, log)
 	if err != nil {

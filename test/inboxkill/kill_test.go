@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/inbox"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -26,15 +27,32 @@ import (
 // so their order is checked over long sequences.
 const customers = 8
 
+// blockedCustomer's events fail for a while (a constraint): its orders,
+// dead-lettered then replayed (TestInboxKill), or its loyalty events, its
+// key held (TestInboxKillHoldKey).
+const blockedCustomer = "cust-3"
+
 // TestInboxKill runs walrelay and the example consumer (examples/inbox)
 // under a workload of the demo's events, kills the consumer with SIGKILL
 // once it has made progress, again and again, and walrelay every third
-// time, then checks the projection against the outbox table: every
-// committed event applied exactly once (count and sum per customer), no
-// event missing or extra, each aggregate's events in commit order, the
-// group's offsets at the end offsets and the dead-letter topic empty.
+// time, while blockedCustomer's orders fail (dead-lettered); then it fixes
+// the cause, replays the dead letters (inbox.Redrive) and checks the
+// projection against the outbox table: every committed event applied
+// exactly once (count and sum per customer), no event missing or extra,
+// each aggregate's events in commit order, the group's offsets at the end
+// offsets, every dead letter replayed.
 // Short: 6 consumer kills (2 with walrelay); WALRELAY_CHAOS=1: 100.
-func TestInboxKill(t *testing.T) {
+func TestInboxKill(t *testing.T) { killProof(t, false) }
+
+// TestInboxKillHoldKey is TestInboxKill with the consumer's OnFailure
+// HoldKey, and blockedCustomer's loyalty events (its own aggregate, in
+// order) failing instead of its orders: the customer's key is held (its
+// later events wait behind the failed one) while the other customers flow;
+// the cause fixed, the held events are applied, in order. Nothing is
+// dead-lettered; every check of TestInboxKill holds.
+func TestInboxKillHoldKey(t *testing.T) { killProof(t, true) }
+
+func killProof(t *testing.T, holdKey bool) {
 	long := os.Getenv("WALRELAY_CHAOS") != ""
 	consumerKills, relayEvery := 6, 3
 	if long {
@@ -52,7 +70,12 @@ func TestInboxKill(t *testing.T) {
 
 	relay := env.StartRelay(t)
 	relay.WaitStreaming()
-	consumer := startConsumer(t, env, group)
+	var consumerArgs []string
+	if holdKey {
+		consumerArgs = []string{"--on-failure", "hold-key"}
+	}
+	consumer := startConsumer(t, env, group, consumerArgs...)
+	held := 0 // "key held" lines in the consumer's logs
 
 	w := &writers{dsn: env.DSN, prefix: env.Prefix}
 	wctx, stopWriting := context.WithCancel(context.Background())
@@ -74,6 +97,23 @@ func TestInboxKill(t *testing.T) {
 		return n
 	}
 
+	// N.B. a cause of failure for a while: once the consumer created its
+	// tables, the orders of customer blockedCustomer past its current
+	// count violate a constraint, so their OrderCreated events fail (with
+	// --max-attempts 1, dead-lettered at once); dropped at the end, when
+	// the dead letters are replayed. The customer's loyalty events (the
+	// ordered aggregate) do not touch orders and keep flowing.
+	harness.WaitFor(t, 2*time.Minute, "the consumer's tables", func() bool { return applied() > 0 })
+	column := "orders"
+	if holdKey {
+		column = "loyalty_events"
+	}
+	var blockedAt int64
+	if err := check.QueryRow(context.Background(), `SELECT coalesce((SELECT `+column+` FROM customer_totals WHERE customer = $1), 0)`, blockedCustomer).Scan(&blockedAt); err != nil {
+		t.Fatal(err)
+	}
+	b.Exec(t, env.DSN, fmt.Sprintf(`ALTER TABLE customer_totals ADD CONSTRAINT inboxkill_blocked CHECK (customer <> '%s' OR %s <= %d) NOT VALID`, blockedCustomer, column, blockedAt))
+
 	start := time.Now()
 	rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	relayKills := 0
@@ -90,6 +130,7 @@ func TestInboxKill(t *testing.T) {
 		})
 		time.Sleep(time.Duration(rng.IntN(700)) * time.Millisecond)
 		consumer.Kill()
+		held += strings.Count(consumer.Log(), "key held")
 		if k%relayEvery == 0 {
 			relay.Kill()
 			relayKills++
@@ -100,7 +141,7 @@ func TestInboxKill(t *testing.T) {
 			t.Fatalf("workload: %v", err)
 		default:
 		}
-		consumer = startConsumer(t, env, group)
+		consumer = startConsumer(t, env, group, consumerArgs...)
 	}
 	stopWriting()
 	if err := <-werr; err != nil {
@@ -131,31 +172,56 @@ func TestInboxKill(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Fatalf("walrelay exited %d after SIGTERM", code)
 	}
-	var last int
-	lastChange := time.Now()
-	harness.WaitFor(t, 10*time.Minute, "the consumer to commit the end offsets", func() bool {
-		if consumer.Exited() {
-			t.Fatalf("the consumer exited: %v", consumer.Err())
-		}
-		behind := len(offsetsBehind(t, env, group))
-		if behind != last {
-			last, lastChange = behind, time.Now()
-		}
-		return behind == 0 || time.Since(lastChange) > 30*time.Second
-	})
+	catchUp := func() {
+		var last int
+		lastChange := time.Now()
+		harness.WaitFor(t, 10*time.Minute, "the consumer to commit the end offsets", func() bool {
+			if consumer.Exited() {
+				t.Fatalf("the consumer exited: %v", consumer.Err())
+			}
+			behind := len(offsetsBehind(t, env, group))
+			if behind != last {
+				last, lastChange = behind, time.Now()
+			}
+			return behind == 0 || time.Since(lastChange) > 30*time.Second
+		})
+	}
+	var replayed int64
+	if holdKey {
+		// The cause fixed: the held key is released at its next retry.
+		b.Exec(t, env.DSN, `ALTER TABLE customer_totals DROP CONSTRAINT inboxkill_blocked`)
+		catchUp()
+	} else {
+		catchUp()
+		// The cause fixed, every dead letter replayed as the docs say
+		// (inbox.Redrive, produced to the original topic): each is
+		// applied once, a second dead letter of one id (the consumer
+		// killed before its offset commit) being a duplicate.
+		b.Exec(t, env.DSN, `ALTER TABLE customer_totals DROP CONSTRAINT inboxkill_blocked`)
+		replayed = replayDeadLetters(t, env, dlq)
+		catchUp()
+	}
+	held += strings.Count(consumer.Log(), "key held")
 	if code := consumer.Stop(time.Minute); code != 0 {
 		t.Fatalf("the consumer exited %d after SIGTERM", code)
 	}
 
 	r := verify(t, env, check, group, dlq)
+	r.replayed = replayed
 	r.kills, r.relayKills, r.writing = consumerKills, relayKills, writing
 	t.Logf("RESULT inbox kill: %d events committed (%d transactions rolled back) in %s; %d consumer kills -9, %d walrelay kills -9; "+
-		"records in Kafka %d (%d duplicates from walrelay restarts); duplicates delivered to the consumer (conflict path) %d; "+
-		"effects applied twice %d, missing %d, extra %d, out of order %d; dead-lettered %d",
+		"records in Kafka %d (%d duplicates: walrelay restarts, replayed dead letters); duplicates delivered to the consumer (conflict path) %d; "+
+		"effects applied twice %d, missing %d, extra %d, out of order %d; customer %s's %s blocked: dead-lettered %d, replayed %d, key held %d times",
 		r.events, w.rolledBack.Load(), r.writing.Round(time.Second), r.kills, r.relayKills,
-		r.records, r.records-r.distinct, r.dupSeen, r.twice, r.missing, r.extra, r.disorder, r.deadLettered)
-	if r.twice != 0 || r.missing != 0 || r.extra != 0 || r.disorder != 0 || r.deadLettered != 0 {
+		r.records, r.records-r.distinct, r.dupSeen, r.twice, r.missing, r.extra, r.disorder, blockedCustomer, column, r.deadLettered, r.replayed, held)
+	if r.twice != 0 || r.missing != 0 || r.extra != 0 || r.disorder != 0 {
 		t.Errorf("the projection is not every committed event exactly once in order (see RESULT)")
+	}
+	switch {
+	case holdKey && (r.deadLettered != 0 || held == 0):
+		t.Errorf("%d dead letters, key held %d times: want the blocked customer's key held, nothing dead-lettered", r.deadLettered, held)
+	case !holdKey && (r.deadLettered == 0 || r.replayed != r.deadLettered):
+		t.Errorf("%d dead letters, %d replayed: want the blocked customer's orders dead-lettered, and all replayed", r.deadLettered, r.replayed)
 	}
 	if r.dupSeen == 0 {
 		// N.B. the proof needs the conflict path exercised: with this many
@@ -164,22 +230,25 @@ func TestInboxKill(t *testing.T) {
 	}
 }
 
-func startConsumer(t *testing.T, env *harness.Env, group string) *harness.Relay {
+func startConsumer(t *testing.T, env *harness.Env, group string, more ...string) *harness.Relay {
 	t.Helper()
-	return harness.StartProcess(t, consumerBin, nil, []string{
+	return harness.StartProcess(t, consumerBin, nil, append([]string{
 		"--pg-url", env.DSN, "--brokers", strings.Join(env.Bed.Brokers(), ","),
 		"--group", group, "--topics", strings.Join(env.Topics(), ","),
 		// N.B. static membership: the restarted consumer takes the
 		// partitions back at once, not after the killed one's session
 		// timeout.
 		"--instance-id", "inboxkill-0", "--session-timeout", "10s",
-	})
+		// N.B. the blocked customer's orders dead-lettered at once, not
+		// after retries that would stall their partitions.
+		"--max-attempts", "1",
+	}, more...))
 }
 
 type report struct {
 	events, records, distinct, dupSeen int64
 	twice, missing, extra, disorder    int64
-	deadLettered                       int64
+	deadLettered, replayed             int64
 	kills, relayKills                  int
 	writing                            time.Duration
 }
@@ -406,4 +475,31 @@ func (w *writers) writer(ctx context.Context, rng *mrand.Rand) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
+}
+
+// replayDeadLetters produces every record of the dead-letter topic again to
+// its original topic (inbox.Redrive) and returns how many.
+func replayDeadLetters(t *testing.T, env *harness.Env, dlq string) int64 {
+	t.Helper()
+	dls := env.Bed.ConsumeAll(t, []string{dlq}, time.Second)
+	var recs []*kgo.Record
+	for _, dl := range dls {
+		r, err := inbox.Redrive(dl, "")
+		if err != nil {
+			t.Fatalf("redrive %v: %v", dl.Headers, err)
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) == 0 {
+		return 0
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Bed.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("replay dead letters: %v", err)
+	}
+	return int64(len(recs))
 }
