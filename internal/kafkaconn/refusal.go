@@ -34,7 +34,7 @@ func Refusal(err error) (hint string, always bool, ok bool) {
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
 		return "Kafka's authorizer refused walrelay a consumer group operation (GROUP_AUTHORIZATION_FAILED): grant walrelay's principal READ on the group (docs/security.md)", true, true
 	case errors.Is(err, kerr.UnsupportedCompressionType):
-		return "the broker does not take walrelay's compression codec (UNSUPPORTED_COMPRESSION_TYPE): set --compression to lz4 (the default), gzip, snappy or none", true, true
+		return "the broker does not take walrelay's compression codec (UNSUPPORTED_COMPRESSION_TYPE): set --kafka-compression to lz4 (the default), gzip, snappy or none", true, true
 	}
 	var unknownCA x509.UnknownAuthorityError
 	var hostname x509.HostnameError

@@ -29,7 +29,7 @@ func TestRefusal(t *testing.T) {
 		{"cluster ACL", kerr.ClusterAuthorizationFailed, "--operation IdempotentWrite --cluster", true},
 		{"transactional id ACL", kerr.TransactionalIDAuthorizationFailed, "--transactional-id ID", true},
 		{"group ACL", kerr.GroupAuthorizationFailed, "READ on the group", true},
-		{"compression", kerr.UnsupportedCompressionType, "set --compression", true},
+		{"compression", kerr.UnsupportedCompressionType, "set --kafka-compression", true},
 		{"unknown CA", tlsErr(x509.UnknownAuthorityError{}), "set --kafka-tls-ca-file", false},
 		{"host name", tlsErr(x509.HostnameError{Host: "kafka.invalid"}), "--kafka-tls-server-name", false},
 		{"expired", tlsErr(x509.CertificateInvalidError{Reason: x509.Expired}), "expired or not yet valid", false},
