@@ -40,14 +40,25 @@ type promptFacts struct {
 // promptDue decides whether a status update is sent now, and when to look
 // again: zero when nothing handed on waits to be confirmed (the status
 // interval's updates and the keepalives go on regardless).
+//
+// N.B. next is never in the past: the stream arms its read deadline at
+// it. While the confirmable position waits for the rate limit, next is
+// when the limit lets it go; while nothing more is confirmable yet, the
+// stream looks again ConfirmGap later (the watermark moves in other
+// goroutines, unannounced).
 func promptDue(f promptFacts) (send bool, next time.Time) {
-	confirmed := f.Confirmed
-	last := f.LastSent
-	if f.Confirmable > f.Confirmed && !f.Now.Before(f.LastSent.Add(ConfirmGap)) {
-		send, confirmed, last = true, f.Confirmable, f.Now
-	}
-	if f.HandedEnd > confirmed || f.Confirmable > confirmed {
-		next = last.Add(ConfirmGap)
+	switch {
+	case f.Confirmable <= f.Confirmed:
+		if f.HandedEnd > f.Confirmed {
+			next = f.Now.Add(ConfirmGap)
+		}
+	case f.Now.Before(f.LastSent.Add(ConfirmGap)):
+		next = f.LastSent.Add(ConfirmGap)
+	default:
+		send = true
+		if f.HandedEnd > f.Confirmable {
+			next = f.Now.Add(ConfirmGap)
+		}
 	}
 	return send, next
 }

@@ -27,8 +27,10 @@ func TestPromptDue(t *testing.T) {
 			promptFacts{Now: t0.Add(gap - 1), LastSent: t0, Confirmable: 300, Confirmed: 100, HandedEnd: 300}, false, t0.Add(gap)},
 		{"exactly one gap after the last update: send",
 			promptFacts{Now: t0.Add(gap), LastSent: t0, Confirmable: 101, Confirmed: 100, HandedEnd: 101}, true, time.Time{}},
-		{"not advanced, something handed on: look again one gap after the last update",
-			promptFacts{Now: t0.Add(5 * gap), LastSent: t0, Confirmable: 100, Confirmed: 100, HandedEnd: 300}, false, t0.Add(gap)},
+		{"not advanced, something handed on: look again one gap from now, never in the past",
+			promptFacts{Now: t0.Add(5 * gap), LastSent: t0, Confirmable: 100, Confirmed: 100, HandedEnd: 300}, false, t0.Add(6 * gap)},
+		{"not advanced, last update young: still one gap from now",
+			promptFacts{Now: t0.Add(gap / 2), LastSent: t0, Confirmable: 100, Confirmed: 100, HandedEnd: 300}, false, t0.Add(gap / 2).Add(gap)},
 		{"nothing handed on, nothing to confirm: nothing to look for",
 			promptFacts{Now: t0.Add(5 * gap), LastSent: t0, Confirmable: 100, Confirmed: 100, HandedEnd: 100}, false, time.Time{}},
 		{"confirmable behind what was sent (never backwards): nothing sent",
@@ -43,6 +45,11 @@ func TestPromptDue(t *testing.T) {
 			send, next := promptDue(c.f)
 			if send != c.wantSend || !next.Equal(c.wantNext) {
 				t.Errorf("promptDue(%+v) = %v, %v; want %v, %v", c.f, send, next, c.wantSend, c.wantNext)
+			}
+			// The stream arms its read deadline at next: one in the past
+			// would spin.
+			if !next.IsZero() && !next.After(c.f.Now) {
+				t.Errorf("promptDue(%+v): next %v is not after now", c.f, next)
 			}
 		})
 	}
