@@ -109,20 +109,7 @@ func (v *verifier) run(ctx context.Context, wanted func() bool) error {
 	var began, polled time.Time // the current or last round's start; its last step
 	for {
 		now := time.Now()
-		var due bool
-		switch {
-		case v.verified.Load() == math.MaxUint64:
-			// The bound is lifted (connect): nothing to check.
-		case v.round != nil:
-			wait := xidPoll
-			if now.Sub(began) >= xidPollFast {
-				wait = xidPollSlow
-			}
-			due = now.Sub(polled) >= wait
-		default:
-			due = now.Sub(began) >= v.interval || (now.Sub(began) >= replication.ConfirmGap && wanted())
-		}
-		if due {
+		if v.verified.Load() != math.MaxUint64 && roundDue(now, began, polled, v.round != nil, v.interval, wanted) {
 			if v.round == nil {
 				began = now
 			}
@@ -140,6 +127,23 @@ func (v *verifier) run(ctx context.Context, wanted func() bool) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// roundDue decides whether run steps now: inRound, the round begun at
+// began and last stepped at polled waits for its transactions (step 3);
+// otherwise a new round begins after interval, or after ConfirmGap when
+// wanted says that acknowledged positions wait for the check (called only
+// then).
+func roundDue(now, began, polled time.Time, inRound bool, interval time.Duration, wanted func() bool) bool {
+	if inRound {
+		wait := xidPoll
+		if now.Sub(began) >= xidPollFast {
+			wait = xidPollSlow
+		}
+		return now.Sub(polled) >= wait
+	}
+	since := now.Sub(began)
+	return since >= interval || (since >= replication.ConfirmGap && wanted())
 }
 
 // final runs one whole round on a connection of its own (the watch
