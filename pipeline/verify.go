@@ -107,9 +107,14 @@ func (v *verifier) run(ctx context.Context, wanted func() bool) error {
 	tick := time.NewTicker(xidPoll)
 	defer tick.Stop()
 	var began, polled time.Time // the current or last round's start; its last step
+	// N.B. after a failed step (the connection, a query), the next one
+	// waits for a whole interval, as before rounds ran on demand: a
+	// server that refuses the check's connection is not asked ten times a
+	// second.
+	var retryAt time.Time
 	for {
 		now := time.Now()
-		if v.verified.Load() != math.MaxUint64 && roundDue(now, began, polled, v.round != nil, v.interval, wanted) {
+		if v.verified.Load() != math.MaxUint64 && !now.Before(retryAt) && roundDue(now, began, polled, v.round != nil, v.interval, wanted) {
 			if v.round == nil {
 				began = now
 			}
@@ -119,6 +124,9 @@ func (v *verifier) run(ctx context.Context, wanted func() bool) error {
 			cancel()
 			if errors.Is(err, replication.ErrSetup) {
 				return err
+			}
+			if err != nil {
+				retryAt = now.Add(v.interval)
 			}
 		}
 		select {
