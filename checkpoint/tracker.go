@@ -19,6 +19,9 @@ type Tracker struct {
 	watermark atomic.Uint64
 	records   atomic.Int64 // records added and not yet acknowledged
 	txs       atomic.Int64 // transactions registered and not yet passed
+	// ackedSince is when the watermark first moved after the last
+	// ClearAcked, unix nanoseconds; 0 if it has not. Written under mu.
+	ackedSince atomic.Int64
 }
 
 // Tx is one registered transaction.
@@ -149,5 +152,27 @@ func (t *Tracker) advanceLocked() {
 	}
 	if moved {
 		t.watermark.Store(uint64(wm))
+		if t.ackedSince.Load() == 0 {
+			t.ackedSince.Store(time.Now().UnixNano())
+		}
 	}
+}
+
+// AckedSince is when the watermark first moved after the last ClearAcked
+// (the confirmation lag's start); zero if it has not.
+func (t *Tracker) AckedSince() time.Time {
+	if n := t.ackedSince.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// ClearAcked forgets AckedSince if it is still since and the watermark is
+// at most upTo: everything acknowledged is confirmed.
+func (t *Tracker) ClearAcked(since time.Time, upTo pglogrepl.LSN) {
+	t.mu.Lock()
+	if t.ackedSince.Load() == since.UnixNano() && pglogrepl.LSN(t.watermark.Load()) <= upTo {
+		t.ackedSince.Store(0)
+	}
+	t.mu.Unlock()
 }

@@ -43,10 +43,23 @@ import (
 //     with exit 2 and nothing past the last verified L is confirmed.
 //
 // The bound: a check sees the publication as it is, so a change made and
-// undone between two rounds (one watch interval, at most 5s, plus the wait
+// undone between two rounds (at most one watch interval, 5s, plus the wait
 // of step 3) is not seen, nor a change whose commit record was written
-// before L but whose flush took longer than settle. Confirmation lags by
-// about one round, at most three watch intervals. While the server shuts down (no connection accepted, SQLSTATE
+// before L but whose flush took longer than settle.
+//
+// When rounds run (run): one every watch interval, and, while the
+// tracker's watermark is above the verified position (acknowledged
+// transactions wait for the check), one as soon as the previous one is
+// done and ConfirmGap after it began; the transactions of step 3 are
+// polled every xidPoll meanwhile. Confirmation thus waits for one round
+// trip of the check (a few queries) plus at most ConfirmGap, not for the
+// watch interval: rounds run at most as often as the stream confirms, and
+// only while something waits. A writing transaction of the cluster left
+// open longer than settle (a batch job, a session idle in transaction)
+// still holds every round for settle: the check cannot tell whether its
+// commit record lies before L (step 3), and that safety is kept.
+//
+// While the server shuts down (no connection accepted, SQLSTATE
 // 57P03) the bound is lifted for the rest of the session: the walsender
 // waits for everything it sent to be confirmed before the server stops, and
 // a check made between the last round and the shutdown is no longer
@@ -56,10 +69,20 @@ type verifier struct {
 	rc       replication.Config
 	verified *atomic.Uint64 // L of the last round that passed; shared with the final round
 
-	conn   *pgcatalog.VerifierConn
-	round  *verifyRound
-	settle time.Duration // longest wait for the transactions of a round (step 3)
+	conn     *pgcatalog.VerifierConn
+	round    *verifyRound
+	interval time.Duration // the watch interval: a round at least this often
+	settle   time.Duration // longest wait for the transactions of a round (step 3)
 }
+
+// xidPoll is how often run asks whether the transactions of a round (step
+// 3) ended, for the first xidPollFast of the round; xidPollSlow after: a
+// transaction left open is asked about twice a second, not fifty times.
+const (
+	xidPoll     = 20 * time.Millisecond
+	xidPollFast = 500 * time.Millisecond
+	xidPollSlow = 500 * time.Millisecond
+)
 
 type verifyRound struct {
 	lsn   pglogrepl.LSN
@@ -72,7 +95,63 @@ func newVerifier(rc replication.Config) *verifier {
 	if interval <= 0 || interval > 5*time.Second {
 		interval = 5 * time.Second // the watch loop's poll interval
 	}
-	return &verifier{rc: rc, verified: new(atomic.Uint64), settle: 2 * interval}
+	return &verifier{rc: rc, verified: new(atomic.Uint64), interval: interval, settle: 2 * interval}
+}
+
+// run runs rounds until ctx is done (nil) or the check fails (an error
+// wrapping replication.ErrSetup); wanted reports whether acknowledged
+// positions wait for the check. Other errors drop the round, which is
+// begun again at the next occasion.
+func (v *verifier) run(ctx context.Context, wanted func() bool) error {
+	defer v.close(ctx)
+	tick := time.NewTicker(xidPoll)
+	defer tick.Stop()
+	var began, polled time.Time // the current or last round's start; its last step
+	// N.B. after a failed step (the connection, a query), the next one
+	// waits for a whole interval, as before rounds ran on demand: a
+	// server that refuses the check's connection is not asked ten times a
+	// second.
+	var retryAt time.Time
+	for {
+		now := time.Now()
+		if v.verified.Load() != math.MaxUint64 && !now.Before(retryAt) && roundDue(now, began, polled, v.round != nil, v.interval, wanted) {
+			if v.round == nil {
+				began = now
+			}
+			polled = now
+			sctx, cancel := context.WithTimeout(ctx, v.interval)
+			_, err := v.step(sctx)
+			cancel()
+			if errors.Is(err, replication.ErrSetup) {
+				return err
+			}
+			if err != nil {
+				retryAt = now.Add(v.interval)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// roundDue decides whether run steps now: inRound, the round begun at
+// began and last stepped at polled waits for its transactions (step 3);
+// otherwise a new round begins after interval, or after ConfirmGap when
+// wanted says that acknowledged positions wait for the check (called only
+// then).
+func roundDue(now, began, polled time.Time, inRound bool, interval time.Duration, wanted func() bool) bool {
+	if inRound {
+		wait := xidPoll
+		if now.Sub(began) >= xidPollFast {
+			wait = xidPollSlow
+		}
+		return now.Sub(polled) >= wait
+	}
+	since := now.Sub(began)
+	return since >= interval || (since >= replication.ConfirmGap && wanted())
 }
 
 // final runs one whole round on a connection of its own (the watch
@@ -80,7 +159,7 @@ func newVerifier(rc replication.Config) *verifier {
 // stop: everything received is covered, so nothing acknowledged is left
 // to be sent again.
 func (v *verifier) final(ctx context.Context) error {
-	f := &verifier{rc: v.rc, verified: v.verified, settle: v.settle}
+	f := &verifier{rc: v.rc, verified: v.verified, interval: v.interval, settle: v.settle}
 	defer f.close(ctx)
 	for {
 		done, err := f.step(ctx)

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -22,8 +21,19 @@ const progressInterval = 30 * time.Second
 // watch polls the slot and Kafka while the pipeline runs: it sets the
 // state, warns about lag, and stops the relay if the slot is lost.
 func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
-	defer ver.close(ctx)
 	interval := min(r.rc.StatusInterval, 5*time.Second) // kafkaGrace's too
+	// N.B. the publication check runs in rounds of its own, on its own
+	// connection, as soon as acknowledged positions wait for it
+	// (verify.go); the stream confirms nothing past what it covered, and
+	// the receive loop never waits for it.
+	vctx, vcancel := context.WithCancel(ctx)
+	var verErr error
+	verDone := make(chan struct{})
+	go func() {
+		defer close(verDone)
+		verErr = ver.run(vctx, func() bool { return tr.Watermark() > ver.Verified() })
+	}()
+	defer func() { vcancel(); <-verDone }()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var lastPoll time.Time
@@ -45,6 +55,8 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 			return nil
 		case <-done:
 			return nil
+		case <-verDone:
+			return verErr
 		case <-tick.C:
 		}
 		if time.Since(lastProgress) >= progressInterval {
@@ -62,18 +74,8 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		}
 		lastPoll = time.Now()
 		pctx, cancel := context.WithTimeout(ctx, interval)
-		// N.B. the publication check runs here, on the watch loop's own
-		// connection, and the stream confirms nothing past what it covered
-		// (verify.go): the receive loop never waits for it.
-		if _, err := ver.step(pctx); errors.Is(err, replication.ErrSetup) {
-			cancel()
-			return err
-		} else if err != nil {
-			r.log.Debug("publication check not done; retried", zap.Error(err))
-		}
-		// N.B. the ping has a context of its own: the publication check
-		// may have used up pctx's on a busy machine, and a ping that
-		// failed for that made /readyz flap (kafkaGrace).
+		// N.B. the ping has a context of its own (kafkaGrace): one that
+		// shared a slow step's made /readyz flap on a busy machine.
 		kctx, kcancel := context.WithTimeout(ctx, interval)
 		if snk.Ping(kctx) == nil {
 			r.kafkaAnswered.Store(time.Now().UnixNano())

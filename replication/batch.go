@@ -110,7 +110,10 @@ func (s *Stream) hand(ctx context.Context, ss *session, out chan<- []Message, m 
 		} else {
 			room = s.buf.Wake()
 		}
-		timer.Reset(time.Until(*nextStatus))
+		// N.B. the acknowledgements of what waits downstream are confirmed
+		// while the batch waits (prompt.go): a drain spends most of its
+		// time here.
+		timer.Reset(time.Until(ss.wake(*nextStatus)))
 		select {
 		case send <- m:
 			ss.waited = true
@@ -120,11 +123,19 @@ func (s *Stream) hand(ctx context.Context, ss *session, out chan<- []Message, m 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
-			s.beat.Store(time.Now().UnixNano())
-			if err := s.sendStatus(ss); err != nil {
-				return err
+			now := time.Now()
+			s.beat.Store(now.UnixNano())
+			if !now.Before(*nextStatus) {
+				if err := s.sendStatus(ss); err != nil {
+					return err
+				}
+				*nextStatus = now.Add(s.cfg.StatusInterval)
 			}
-			*nextStatus = time.Now().Add(s.cfg.StatusInterval)
+			if ss.promptWanted(now) {
+				if err := s.prompt(ss, now); err != nil {
+					return err
+				}
+			}
 		}
 	}
 }

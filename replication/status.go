@@ -25,11 +25,7 @@ func (s *Stream) sendStatusReq(ss *session, reply bool) error {
 // decides: the watermark, or walEnd when idle says the keepalive position
 // may be confirmed.
 func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle, reply bool) error {
-	f := positionFacts{Watermark: s.conf.Watermark(), WALEnd: walEnd, Idle: idle, Confirmed: ss.confirmed}
-	if b, ok := s.conf.(Bounder); ok {
-		f.Bound, f.Bounded = b.Bound(), true
-	}
-	write, flush, apply := reportedPositions(f)
+	write, flush, apply := reportedPositions(s.sampleFacts(ss, walEnd, idle))
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), ss.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: write,
 		WALFlushPosition: flush,
@@ -40,12 +36,26 @@ func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle, reply boo
 	if err != nil {
 		return fmt.Errorf("send status update: %w", err)
 	}
-	if flush != ss.confirmed && s.log.Core().Enabled(zap.DebugLevel) {
-		s.log.Debug("confirmed", zap.Stringer("lsn", flush), zap.Bool("idle", idle))
+	now := time.Now()
+	ss.lastSent = now
+	if flush != ss.confirmed {
+		if s.log.Core().Enabled(zap.DebugLevel) {
+			s.log.Debug("confirmed", zap.Stringer("lsn", flush), zap.Bool("idle", idle))
+		}
+		s.observeConfirmLag(flush, now)
 	}
 	ss.confirmed = flush
 	s.confirmed.Store(uint64(flush))
 	return nil
+}
+
+// sampleFacts samples what reportedPositions reads.
+func (s *Stream) sampleFacts(ss *session, walEnd pglogrepl.LSN, idle bool) positionFacts {
+	f := positionFacts{Watermark: s.conf.Watermark(), WALEnd: walEnd, Idle: idle, Confirmed: ss.confirmed}
+	if b, ok := s.conf.(Bounder); ok {
+		f.Bound, f.Bounded = b.Bound(), true
+	}
+	return f
 }
 
 // finalStatus sends the last status update. With graceful, it also ends the

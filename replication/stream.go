@@ -58,6 +58,8 @@ type Stream struct {
 	buf *budget.Budget // bytes of messages handed on and not yet Done
 
 	timeline int32 // ExpectTimeline's; 0: not checked
+
+	confirmLag func(time.Duration) // OnConfirmLag's; nil: not observed
 }
 
 // ExpectTimeline makes Run check, on its own connection before it starts
@@ -129,6 +131,10 @@ type session struct {
 	// once the silence passed four status intervals and was logged.
 	quietLimit  time.Duration
 	quietWarned bool
+	// lastSent is when the last status update was sent; promptAt when
+	// promptDue asked to look again (zero: not before nextStatus).
+	lastSent time.Time
+	promptAt time.Time
 }
 
 // Run streams from start (the slot's confirmed_flush_lsn, or the slot's
@@ -305,9 +311,14 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 			}
 			nextStatus = now.Add(interval)
 		}
-		if !armed.Equal(nextStatus) {
-			ss.netConn.SetReadDeadline(nextStatus)
-			armed = nextStatus
+		if ss.promptWanted(now) {
+			if err := s.prompt(ss, now); err != nil {
+				return err
+			}
+		}
+		if wake := ss.wake(nextStatus); !armed.Equal(wake) {
+			ss.netConn.SetReadDeadline(wake)
+			armed = wake
 		}
 		// Re-check after arming the deadline: a wake-up that fired before it
 		// was overwritten is seen here.

@@ -40,6 +40,7 @@ type Metrics struct {
 	Restamps         prometheus.Counter
 	CommitToAck      prometheus.Histogram
 	KafkaAck         prometheus.Histogram
+	ConfirmLag       prometheus.Histogram
 	Restarts         *prometheus.CounterVec
 	SlotLagBytes     prometheus.Gauge
 	SlotSafeWALSize  prometheus.Gauge
@@ -98,6 +99,11 @@ func New() *Metrics {
 			Help:    "Time from handing a transaction's records to the Kafka client to Kafka's acknowledgement of each: the Kafka part of walrelay_commit_to_ack_seconds (the rest is PostgreSQL's streaming and walrelay's decoding).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}),
+		ConfirmLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "walrelay_confirm_lag_seconds",
+			Help:    "Time from Kafka's acknowledgement of a transaction (the oldest one a status update confirms) to the status update that confirms it to PostgreSQL: what a crash would send again. Includes the wait for the publication check.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
 		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_restarts_total", Help: "Pipeline restarts from the last confirmed position, by cause (postgres, kafka, other).",
 		}, []string{"cause"}),
@@ -130,7 +136,7 @@ func New() *Metrics {
 	m.kafkaTxns.WithLabelValues("committed")
 	m.kafkaTxns.WithLabelValues("aborted")
 	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.MessagesNonTx, m.Transactions, m.ProduceFailures,
-		m.KafkaErrors, m.Restamps, m.CommitToAck, m.KafkaAck, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
+		m.KafkaErrors, m.Restamps, m.CommitToAck, m.KafkaAck, m.ConfirmLag, m.Restarts, m.SlotLagBytes, m.SlotSafeWALSize, m.slotWALStatus, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []string{"postgres", "kafka", "other"} {
 		m.Restarts.WithLabelValues(c)
@@ -174,6 +180,14 @@ func (m *Metrics) Published(topic string, commit, handed time.Time) {
 	now := time.Now()
 	m.CommitToAck.Observe(now.Sub(commit).Seconds())
 	m.KafkaAck.Observe(now.Sub(handed).Seconds())
+}
+
+// ConfirmedAfter records the confirmation lag of one status update.
+func (m *Metrics) ConfirmedAfter(lag time.Duration) {
+	if m == nil {
+		return
+	}
+	m.ConfirmLag.Observe(lag.Seconds())
 }
 
 // topicCounter is the counter of a topic not yet in publishedByTopic: its
