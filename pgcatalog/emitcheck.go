@@ -16,7 +16,7 @@ import (
 var emitPrefixRE = regexp.MustCompile(`pg_logical_emit_message\(true, '((?:[^']|'')*)'`)
 
 // checkEmit compares the body of the existing walrelay.emit with the one
-// `walrelay setup` would create for dc: a function left from another
+// `walrelay setup` would create for dc (its MessagePrefix set): a function left from another
 // --message-prefix emits messages walrelay never reads, one left from
 // other column flags emits content every event of which is poison. nil
 // when they are the same.
@@ -41,14 +41,12 @@ func checkEmit(ctx context.Context, conn *pgx.Conn, dc decode.Config) error {
 	if strings.TrimSpace(got) == strings.TrimSpace(want) {
 		return nil
 	}
-	prefix := dc.MessagePrefix
-	if prefix == "" {
-		prefix = "outbox"
-	}
 	fix := "run `walrelay setup --source messages` with this command's flags again (it replaces the function; --print shows its SQL)"
-	if m := emitPrefixRE.FindStringSubmatch(got); m != nil && strings.ReplaceAll(m[1], "''", "'") != prefix {
-		return fmt.Errorf("walrelay.emit emits with prefix %q, --message-prefix is %q: walrelay would never read what it emits; %s, or set --message-prefix %s",
-			strings.ReplaceAll(m[1], "''", "'"), prefix, fix, strings.ReplaceAll(m[1], "''", "'"))
+	if m := emitPrefixRE.FindStringSubmatch(got); m != nil {
+		if emitted := strings.ReplaceAll(m[1], "''", "'"); emitted != dc.MessagePrefix {
+			return fmt.Errorf("walrelay.emit emits with prefix %q, --message-prefix is %q: walrelay would never read what it emits; %s, or set --message-prefix %s",
+				emitted, dc.MessagePrefix, fix, emitted)
+		}
 	}
 	return fmt.Errorf("walrelay.emit is not the function setup creates for these flags (another --id-column, --key-column or --payload-column, or edited by hand): what it emits may not match the mapping; %s", fix)
 }

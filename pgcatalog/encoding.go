@@ -3,16 +3,24 @@ package pgcatalog
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // encoding is the "database encoding" step: whether what PostgreSQL sends
 // from this database reaches walrelay as UTF-8.
 func (p *prep) encoding(ctx context.Context) (string, error) {
+	return readEncoding(ctx, p.conn, p.cfg.Messages)
+}
+
+// readEncoding reads the database's server_encoding on conn and checks it
+// (checkEncoding).
+func readEncoding(ctx context.Context, conn *pgx.Conn, messages bool) (string, error) {
 	var enc string
-	if err := p.conn.QueryRow(ctx, `SELECT current_setting('server_encoding')`).Scan(&enc); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_encoding')`).Scan(&enc); err != nil {
 		return "", fmt.Errorf("read server_encoding: %w", err)
 	}
-	return checkEncoding(enc, p.cfg.Messages)
+	return checkEncoding(enc, messages)
 }
 
 // checkEncoding refuses a database whose text walrelay cannot relay as

@@ -33,6 +33,7 @@ func MessagesCheck(ctx context.Context, connString string, dc decode.Config) pre
 	ch.Note = fmt.Sprintf("pgoutput messages on: each pg_logical_emit_message(true, '%s', json) is an event; non-transactional ones are counted and never published", prefix)
 	if emit {
 		ch.Note += "; walrelay.emit exists"
+		dc.MessagePrefix = prefix
 		ch.Err = checkEmit(ctx, conn, dc)
 	} else {
 		ch.Warnings = append(ch.Warnings, "function walrelay.emit(aggregatetype, aggregateid, type, payload jsonb) does not exist: applications must write the JSON content themselves; `walrelay setup --source messages` creates it (--print shows its SQL)")

@@ -19,7 +19,9 @@ type SlotState struct {
 	ConfirmedFlush pglogrepl.LSN
 	WALStatus      string
 	Created        bool
-	// WALSenderTimeout is the server's wal_sender_timeout (0: disabled).
+	// WALSenderTimeout is the server's wal_sender_timeout for walrelay's
+	// role and database (0: disabled), which the stream's liveness
+	// deadline honours.
 	WALSenderTimeout time.Duration
 	// ServerVersion is server_version_num.
 	ServerVersion int

@@ -3,9 +3,8 @@ package pgcatalog
 import (
 	"context"
 	"fmt"
-	"strings"
-	"time"
 
+	"github.com/walrelay/walrelay/replication"
 	"go.uber.org/zap"
 )
 
@@ -89,31 +88,12 @@ func (p *prep) senderTimeout(ctx context.Context) (string, error) {
 	if err := p.conn.QueryRow(ctx, `SELECT current_setting('wal_sender_timeout')`).Scan(&senderTimeout); err != nil {
 		return "", fmt.Errorf("read wal_sender_timeout: %w", err)
 	}
-	p.st.WALSenderTimeout = parsePGDuration(senderTimeout)
+	var err error
+	if p.st.WALSenderTimeout, err = replication.ParseTimeSetting(senderTimeout); err != nil {
+		return "", fmt.Errorf("read wal_sender_timeout: %w", err)
+	}
 	if p.st.WALSenderTimeout > 0 && p.cfg.StatusInterval >= p.st.WALSenderTimeout/2 {
 		return "", setupErrorf("status interval %s is not below half of the server's wal_sender_timeout (%s): lower --status-interval", p.cfg.StatusInterval, p.st.WALSenderTimeout)
 	}
 	return fmt.Sprintf("wal_sender_timeout %s, status interval %s", senderTimeout, p.cfg.StatusInterval), nil
-}
-
-// parsePGDuration reads a duration setting as current_setting shows it
-// ("60s", "1min", "500ms", "0").
-func parsePGDuration(s string) time.Duration {
-	units := []struct {
-		suffix string
-		unit   time.Duration
-	}{{"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}, {"h", time.Hour}, {"d", 24 * time.Hour}}
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			var v int64
-			if _, err := fmt.Sscan(n, &v); err == nil {
-				return time.Duration(v) * u.unit
-			}
-		}
-	}
-	var v int64
-	if _, err := fmt.Sscan(s, &v); err == nil {
-		return time.Duration(v) * time.Millisecond
-	}
-	return 0
 }

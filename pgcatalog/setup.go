@@ -154,11 +154,7 @@ func (p *SetupPlan) Script(w io.Writer, failover bool) {
 // N.B. first the database's encoding, as run checks it: setup creates
 // nothing for a database walrelay would refuse (checkEncoding).
 func (p *SetupPlan) Apply(ctx context.Context, c *CommandConn, w io.Writer) error {
-	var enc string
-	if err := c.conn.QueryRow(ctx, `SELECT current_setting('server_encoding')`).Scan(&enc); err != nil {
-		return fmt.Errorf("read server_encoding: %w", err)
-	}
-	if _, err := checkEncoding(enc, p.messages); err != nil {
+	if _, err := readEncoding(ctx, c.conn, p.messages); err != nil {
 		return err
 	}
 	for _, s := range p.stmts {

@@ -92,6 +92,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	defer roots.Close()
 	ver := newVerifier(r.rc)
 	stream := replication.New(r.rc, boundedConfirmer{tr, ver}, r.log)
+	stream.SetWALSenderTimeout(st.WALSenderTimeout)
 	stream.OnConfirmLag(r.metrics.ConfirmedAfter)
 	if sc.ExactlyOnce {
 		stream.ExpectTimeline(deps.Source.Timeline)

@@ -48,8 +48,12 @@ func (r *Relay) Ready() (bool, string) {
 // so that one slow answer on a busy machine does not make the relay
 // unready (the pings time out after one poll interval).
 func (r *Relay) kafkaGrace() time.Duration {
-	return max(3*min(r.rc.StatusInterval, 5*time.Second), 15*time.Second)
+	return max(3*r.pollInterval(), 15*time.Second)
 }
+
+// pollInterval is how often the watch loop polls the slot and pings
+// Kafka: every status interval, at most every 5 s.
+func (r *Relay) pollInterval() time.Duration { return min(r.rc.StatusInterval, 5*time.Second) }
 
 // register gives the metrics the gauges read from the running attempt
 // (0 while none runs).

@@ -21,7 +21,7 @@ const progressInterval = 30 * time.Second
 // watch polls the slot and Kafka while the pipeline runs: it sets the
 // state, warns about lag, and stops the relay if the slot is lost.
 func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replication.Stream, snk *sink.Sink, tr *checkpoint.Tracker, ver *verifier) error {
-	interval := min(r.rc.StatusInterval, 5*time.Second) // kafkaGrace's too
+	interval := r.pollInterval()
 	// N.B. the publication check runs in rounds of its own, on its own
 	// connection, as soon as acknowledged positions wait for it
 	// (verify.go); the stream confirms nothing past what it covered, and

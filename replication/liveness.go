@@ -1,13 +1,10 @@
 package replication
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // livenessDeadline is how long the replication connection may stay silent,
@@ -27,23 +24,10 @@ func livenessDeadline(statusInterval, walSenderTimeout time.Duration) time.Durat
 	return max(4*statusInterval, walSenderTimeout)
 }
 
-// walSenderTimeout reads wal_sender_timeout on the replication connection
-// (SHOW, which a walsender answers), as the server applies it to this
-// connection: the server's setting, or the role's or database's.
-func walSenderTimeout(ctx context.Context, conn *pgconn.PgConn) (time.Duration, error) {
-	res, err := conn.Exec(ctx, "SHOW wal_sender_timeout").ReadAll()
-	if err != nil {
-		return 0, fmt.Errorf("show wal_sender_timeout: %w", err)
-	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
-		return 0, fmt.Errorf("show wal_sender_timeout: want one value, got %d results", len(res))
-	}
-	return parseGUCMillis(string(res[0].Rows[0][0]))
-}
-
-// parseGUCMillis parses a time setting as SHOW prints it ("60s", "1min",
-// "500ms", "0"; a bare number is milliseconds, wal_sender_timeout's unit).
-func parseGUCMillis(v string) (time.Duration, error) {
+// ParseTimeSetting parses a time setting as PostgreSQL prints it ("60s",
+// "1min", "500ms", "0"; a bare number is milliseconds, wal_sender_timeout's
+// unit); 0 or less (disabled) is 0.
+func ParseTimeSetting(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	i := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '-' })
 	num, unit := v, ""

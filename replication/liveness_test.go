@@ -41,9 +41,9 @@ func TestParseGUCMillis(t *testing.T) {
 		{"10 fortnights", 0, true},
 		{"", 0, true},
 	} {
-		got, err := parseGUCMillis(c.in)
+		got, err := ParseTimeSetting(c.in)
 		if (err != nil) != c.err || got != c.want {
-			t.Errorf("parseGUCMillis(%q) = %s, %v; want %s, error %v", c.in, got, err, c.want, c.err)
+			t.Errorf("ParseTimeSetting(%q) = %s, %v; want %s, error %v", c.in, got, err, c.want, c.err)
 		}
 	}
 }

@@ -58,6 +58,9 @@ type Stream struct {
 	buf *budget.Budget // bytes of messages handed on and not yet Done
 
 	timeline int32 // ExpectTimeline's; 0: not checked
+	// walSenderTimeout is the server's wal_sender_timeout for this
+	// connection (SetWALSenderTimeout; 0: disabled or not known).
+	walSenderTimeout time.Duration
 
 	confirmLag func(time.Duration) // OnConfirmLag's; nil: not observed
 }
@@ -90,6 +93,11 @@ func (s *Stream) Streaming() bool { return s.streaming.Load() }
 func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
 	return &Stream{cfg: cfg.WithDefaults(), conf: conf, log: log.Named("replication"), buf: budget.New(BufferBytes)}
 }
+
+// SetWALSenderTimeout gives the server's wal_sender_timeout for walrelay's
+// role and database, as the preflight read it (pgcatalog.Prepared), which
+// the liveness deadline honours (livenessDeadline).
+func (s *Stream) SetWALSenderTimeout(d time.Duration) { s.walSenderTimeout = d }
 
 // Done says that the consumer of Run's batches no longer needs batch's
 // buffer space: it has decoded it.
@@ -162,12 +170,6 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 		}
 	}
 
-	// N.B. read before START_REPLICATION, the last command a walsender
-	// answers (liveness.go).
-	wst, err := walSenderTimeout(ctx, conn)
-	if err != nil {
-		s.log.Warn("read wal_sender_timeout: the connection is taken for dead after four silent status intervals", zap.Error(err))
-	}
 	// N.B. protocol 1: whole transactions after their commit, never
 	// in-progress ones; a transactional message comes inside its
 	// transaction, in WAL order with its rows, at the commit.
@@ -214,7 +216,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 		start = held
 	}
 	ss := &session{conn: conn, netConn: conn.Conn(), confirmed: start, tx: pgoutput.NewTxState(start), received: start, reader: reader,
-		quietLimit: livenessDeadline(s.cfg.StatusInterval, wst)}
+		quietLimit: livenessDeadline(s.cfg.StatusInterval, s.walSenderTimeout)}
 	s.confirmed.Store(uint64(start))
 	s.beat.Store(time.Now().UnixNano())
 	s.streaming.Store(true)
