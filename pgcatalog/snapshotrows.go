@@ -2,7 +2,6 @@ package pgcatalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -197,10 +196,8 @@ func (r *SnapshotReader) Deletes(ctx context.Context, table string) (int64, time
 	var reset *time.Time
 	err := r.tx.QueryRow(ctx, `SELECT coalesce(sum(s.n_tup_del), 0)::bigint,
 			(SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())
-		FROM pg_partition_tree(to_regclass($1)) t JOIN pg_stat_user_tables s ON s.relid = t.relid`, quoteTable(table)).Scan(&n, &reset)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, time.Time{}, nil
-	}
+		FROM pg_stat_user_tables s
+		WHERE s.relid = to_regclass($1) OR s.relid IN (SELECT relid FROM pg_partition_tree(to_regclass($1)))`, quoteTable(table)).Scan(&n, &reset)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("read deletes of %s: %w", table, err)
 	}

@@ -46,7 +46,16 @@ func (r *Relay) backfill(ctx context.Context) error {
 }
 
 func (r *Relay) runRecovery(ctx context.Context, kind recovery.Kind) error {
-	acc, err := recovery.Run(ctx, r.recovery, kind, r.log)
+	// N.B. the marker this process remembers is no longer the slot's: a
+	// recovery that fails on the way leaves it saying "unfinished" on
+	// Kafka, which the next attempt must read there, not find the slot and
+	// stream from it.
+	r.hist.forget(r.rc.Slot)
+	rcfg, err := withColumns(ctx, r.recovery)
+	if err != nil {
+		return err
+	}
+	acc, err := recovery.Run(ctx, rcfg, kind, r.log)
 	if err != nil {
 		return err
 	}
@@ -65,7 +74,11 @@ func (r *Relay) runRecovery(ctx context.Context, kind recovery.Kind) error {
 func Recover(cfg Config, stdout, stderr io.Writer, log *zap.Logger) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	acc, err := recovery.Run(ctx, cfg.RecoveryConfig(), recovery.Recover, log)
+	rcfg, err := withColumns(ctx, cfg.RecoveryConfig())
+	var acc recovery.Account
+	if err == nil {
+		acc, err = recovery.Run(ctx, rcfg, recovery.Recover, log)
+	}
 	for _, l := range acc.Lines() {
 		fmt.Fprintln(stdout, l)
 	}
@@ -78,4 +91,27 @@ func Recover(cfg Config, stdout, stderr io.Writer, log *zap.Logger) int {
 	}
 	fmt.Fprintf(stderr, "walrelay: recover: %v\n", err)
 	return 1
+}
+
+// forget drops what the history remembers of slot's markers.
+func (h *history) forget(slot string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, m := range h.known {
+		if m.Slot == slot {
+			delete(h.known, k)
+		}
+	}
+}
+
+// withColumns checks the outbox's columns as an attempt does (CheckColumns:
+// a column the mapping cannot take is refused before anything is created)
+// and gives the recovery's decoder the types it resolved.
+func withColumns(ctx context.Context, rc recovery.Config) (recovery.Config, error) {
+	checked, err := CheckColumns(ctx, rc.Replication.ConnString, rc.Replication.Publication, rc.Decode)
+	if err != nil {
+		return rc, err
+	}
+	rc.Decode.Types, rc.Decode.Columns = checked.Types, checked.Columns
+	return rc, nil
 }

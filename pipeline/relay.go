@@ -206,10 +206,17 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 			return err
 		}
 		if r.recoverable(err) {
-			if err := r.recover(ctx); err != nil {
-				return err
+			// N.B. a recovery that failed on the way (Kafka, a connection)
+			// is retried as an attempt is: the next one finds the slot
+			// gone, or the recovery unfinished, again.
+			rerr := r.recover(ctx)
+			if rerr == nil {
+				continue
 			}
-			continue
+			if IsSetupError(rerr) || ctx.Err() != nil {
+				return rerr
+			}
+			err = rerr
 		}
 		if permanent(err) {
 			return err

@@ -24,6 +24,8 @@ type Account struct {
 	NotRecovered []string
 	// Marker is the slot's marker as the recovery left it.
 	Marker kafkastate.Marker
+	// Done: every row read was acknowledged and the marker written.
+	Done bool
 }
 
 // TableAccount is one outbox table's part.
@@ -47,6 +49,9 @@ func (a Account) Lines() []string {
 	if a.Nothing != "" {
 		return []string{fmt.Sprintf("%s of slot %s: nothing to do: %s", a.Kind, a.Slot, a.Nothing)}
 	}
+	if a.ConsistentPoint == 0 {
+		return nil // stopped before it created the slot: the error says why
+	}
 	l := []string{
 		fmt.Sprintf("%s of slot %s: new slot created at consistent point %s; rows committed before it were read from the table, rows after it come from the slot", a.Kind, a.Slot, a.ConsistentPoint),
 		fmt.Sprintf("rows chosen: %s; ordered per aggregate by %s", a.Since, a.Order),
@@ -68,8 +73,10 @@ func (a Account) Lines() []string {
 	for _, n := range a.NotRecovered {
 		l = append(l, "NOT RECOVERED: "+n)
 	}
-	l = append(l, fmt.Sprintf("every record above is acknowledged by Kafka; consumers may see duplicates (dedupe by id); walrelay run streams from %s", a.ConsistentPoint))
-	return l
+	if !a.Done {
+		return append(l, "NOT FINISHED: the recovery stopped before Kafka acknowledged every row it read: run walrelay recover again (it drops the slot and starts over; nothing streams from the slot until then)")
+	}
+	return append(l, fmt.Sprintf("every record above is acknowledged by Kafka; consumers may see duplicates (dedupe by id); walrelay run streams from %s", a.ConsistentPoint))
 }
 
 func stamp(t time.Time) string {

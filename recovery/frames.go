@@ -14,6 +14,7 @@ import (
 // through: the same mapping, topics, keys, headers and poison reasons. Each
 // row is one transaction at a position of its own (1, 2, ...), which the
 // sink's acknowledgement tracker counts; it is never confirmed on a slot.
+// A message is valid until the next one is built.
 type frames struct{ buf []byte }
 
 // pgEpoch is PostgreSQL's epoch (2000-01-01) in Unix microseconds.

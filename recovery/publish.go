@@ -72,10 +72,12 @@ func publish(ctx context.Context, cfg Config, kind Kind, snapshot string, sel pg
 				when = time.Now()
 			}
 			ta.first, ta.last = minTime(ta.first, at), maxTime(ta.last, at)
-			for _, msg := range [][]byte{f.begin(lsn, when, uint32(lsn)), f.insert(rel.ID, vals)} {
-				if _, err := feed(msg); err != nil {
-					return err
-				}
+			// N.B. one message at a time: each reuses the frames' buffer.
+			if _, err := feed(f.begin(lsn, when, uint32(lsn))); err != nil {
+				return err
+			}
+			if _, err := feed(f.insert(rel.ID, vals)); err != nil {
+				return err
 			}
 			tx, err := feed(f.commit(lsn, when))
 			if err != nil {

@@ -68,6 +68,9 @@ func Run(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (Account, 
 	if err := choose(ctx, cfg, kind, &p, &acc); err != nil {
 		return acc, err
 	}
+	if err := pgcatalog.PrepareBeforeSlot(ctx, rc, log); err != nil {
+		return acc, err
+	}
 	// N.B. from here on the marker says the recovery is unfinished: a slot
 	// created by it is never streamed from until every row it read is
 	// acknowledged, and a recovery started again drops it.
@@ -104,7 +107,7 @@ func Run(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (Account, 
 	if err := ms.Write(ctx, done); err != nil {
 		return acc, err
 	}
-	acc.Marker = done
+	acc.Marker, acc.Done = done, true
 	return acc, nil
 }
 
