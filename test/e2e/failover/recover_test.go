@@ -13,11 +13,11 @@ import (
 
 // TestRecoverAfterFailover: PostgreSQL 15 (no failover slots), writers
 // committing, the primary killed and the standby promoted: walrelay exits
-// 3. `walrelay recover` is killed (-9) in the middle, after it created the
-// new slot and before it read the outbox (its read waits on a lock the
-// test holds); walrelay run then refuses that slot (exit 2, saying to
-// recover again); `walrelay recover` again drops it and recovers; walrelay
-// streams from the new slot while the writers go on. Every row the
+// 3. `walrelay recover` is killed (-9) while its slot is created, then
+// stopped by a row it cannot publish after it created the slot and read
+// the outbox (killedRecovery); after each walrelay run refuses the slot
+// (exit 2, saying to recover again); `walrelay recover` again drops it and
+// recovers; walrelay streams from the new slot. The writers commit throughout. Every row the
 // promoted server's outbox holds is in Kafka (lost 0, phantom 0, per
 // aggregate in commit order); duplicates are reported.
 func TestRecoverAfterFailover(t *testing.T) {
@@ -70,17 +70,10 @@ func recoverAfterFailover(t *testing.T, auto bool) {
 		if code := relay.Wait(3 * time.Minute); code != 3 {
 			t.Fatalf("walrelay exit code %d after the failover, want 3; log:\n%s", code, relay.Log())
 		}
-		// The writers go on on the promoted server, then stop: a writer's
-		// open transaction would hold the recovery's slot creation behind
-		// the lock below.
 		harness.WaitFor(t, 2*time.Minute, "the writers to commit 100 events on the promoted server", func() bool {
 			return w.Committed() >= before+100
 		})
-		if err := writing.Stop(); err != nil {
-			t.Fatal(err)
-		}
 		recovery = killedRecovery(t, e)
-		writing = w.Start(e.Env)
 		relay = e.Start(t, args...)
 		relay.WaitStreaming()
 	}
@@ -114,21 +107,35 @@ func recoverAfterFailover(t *testing.T, auto bool) {
 	}
 }
 
-// killedRecovery runs `walrelay recover` and kills it (-9) in the middle:
-// after it recorded the recovery on the state topic and while PostgreSQL
-// creates its slot; checks that walrelay run then refuses the slot; runs
-// `walrelay recover` to the end and returns its output.
+// killedRecovery interrupts `walrelay recover` twice, then runs it to the
+// end and returns its output:
 //
-// N.B. the order is forced, not raced: a transaction holding an xid keeps
-// the slot's creation waiting (its consistent point waits for the
-// transactions running when it began), and walrelay is killed then, the
-// marker already saying the recovery is unfinished. PostgreSQL then either
-// drops the half-made slot (the walsender sees its client gone) or
-// finishes and keeps it, never streamed from: both are a crash in the
-// middle, and the test says which it was.
+//   - kill -9 while PostgreSQL creates its slot, after the recovery was
+//     recorded on the state topic. N.B. forced, not raced: a transaction
+//     holding an xid keeps the slot's creation waiting (its consistent point
+//     waits for the transactions running when it began);
+//   - a row it cannot publish (an empty key) with --on-poison halt: it stops
+//     (exit 1) after it created the slot, read the outbox and produced the
+//     rows before that one, saying it did not finish.
+//
+// After each, walrelay run refuses the slot (exit 2, saying to recover
+// again); the last recovery drops the slot the second one left.
 func killedRecovery(t *testing.T, e *env) string {
 	t.Helper()
 	ctx := context.Background()
+	args := e.Args("recover", "--recover-column", "created_at")
+	refused := func(when string) {
+		run := e.Start(t, "--recover-column", "created_at")
+		if code := run.Wait(time.Minute); code != 2 {
+			t.Errorf("walrelay run %s: exit %d, want 2; log:\n%s", when, code, run.Log())
+		}
+		for _, want := range []string{"recovery unfinished", "run `walrelay recover`"} {
+			if !strings.Contains(run.Log(), want) {
+				t.Errorf("walrelay run %s does not say %q; log:\n%s", when, want, run.Log())
+			}
+		}
+	}
+
 	holder := harness.Connect(t, e.DSN)
 	defer holder.Close(ctx)
 	for _, q := range []string{`BEGIN`, `SELECT txid_current()`} {
@@ -136,7 +143,6 @@ func killedRecovery(t *testing.T, e *env) string {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	args := e.Args("recover", "--recover-column", "created_at")
 	first := harness.StartProcess(t, e.Bin, nil, args)
 	harness.WaitFor(t, 2*time.Minute, "the recovery to begin creating its slot", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).Exists || first.Exited()
@@ -151,24 +157,30 @@ func killedRecovery(t *testing.T, e *env) string {
 	harness.WaitFor(t, 2*time.Minute, "the killed recovery's walsender to end", func() bool {
 		return !e.Bed.Slot(t, e.DSN, e.Slot).Active
 	})
-	left := e.Bed.Slot(t, e.DSN, e.Slot).Exists
-	t.Logf("after the kill the half-made slot was %s", map[bool]string{true: "kept by PostgreSQL", false: "dropped by PostgreSQL"}[left])
-	// The slot of an unfinished recovery is never streamed from.
-	run := e.Start(t, "--recover-column", "created_at")
-	if code := run.Wait(time.Minute); code != 2 {
-		t.Errorf("walrelay run on the slot of a killed recovery: exit %d, want 2; log:\n%s", code, run.Log())
+	t.Logf("after the kill -9 the half-made slot was %s", map[bool]string{true: "kept by PostgreSQL", false: "dropped by PostgreSQL"}[e.Bed.Slot(t, e.DSN, e.Slot).Exists])
+	refused("after a killed recovery")
+
+	poison := harness.NewUUID()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, '', 'T', '{}')`, poison, e.AggType(0))
+	second := harness.StartProcess(t, e.Bin, nil, append(args, "--on-poison", "halt"))
+	if code := second.Wait(3 * time.Minute); code != 1 {
+		t.Fatalf("walrelay recover --on-poison halt with a row it cannot publish: exit %d, want 1; output:\n%s", code, second.Log())
 	}
-	for _, want := range []string{"recovery unfinished", "run `walrelay recover`"} {
-		if !strings.Contains(run.Log(), want) {
-			t.Errorf("walrelay run does not say %q; log:\n%s", want, run.Log())
-		}
+	if !strings.Contains(second.Log(), "NOT FINISHED") {
+		t.Errorf("the halted recovery does not say it did not finish:\n%s", second.Log())
 	}
+	if s := e.Bed.Slot(t, e.DSN, e.Slot); !s.Exists || s.ConfirmedFlushLSN == 0 {
+		t.Fatalf("the halted recovery left no slot %s: %+v", e.Slot, s)
+	}
+	refused("after a halted recovery")
+	e.Bed.Exec(t, e.DSN, `DELETE FROM outbox WHERE id = $1`, poison)
+
 	again := harness.StartProcess(t, e.Bin, nil, args)
 	if code := again.Wait(3 * time.Minute); code != 0 {
-		t.Fatalf("walrelay recover after a killed one: exit %d, want 0; output:\n%s", code, again.Log())
+		t.Fatalf("walrelay recover after interrupted ones: exit %d, want 0; output:\n%s", code, again.Log())
 	}
-	if left && !strings.Contains(again.Log(), "dropping the slot of an unfinished recovery") {
-		t.Errorf("walrelay recover does not say it dropped the killed recovery's slot:\n%s", again.Log())
+	if !strings.Contains(again.Log(), "dropping the slot of an unfinished recovery") {
+		t.Errorf("walrelay recover does not say it dropped the halted recovery's slot:\n%s", again.Log())
 	}
 	t.Logf("walrelay recover:\n%s", again.Log())
 	return again.Log()
