@@ -22,7 +22,7 @@ import (
 // aggregate in commit order); duplicates are reported.
 func TestRecoverAfterFailover(t *testing.T) {
 	t.Parallel()
-	recoverAfterFailover(t, false)
+	recoverAfterFailover(t, "15", false)
 }
 
 // TestRecoverMissingSlotAutomatically: the same failover with walrelay run
@@ -30,11 +30,23 @@ func TestRecoverAfterFailover(t *testing.T) {
 // table by itself and streams on; lost 0.
 func TestRecoverMissingSlotAutomatically(t *testing.T) {
 	t.Parallel()
-	recoverAfterFailover(t, true)
+	recoverAfterFailover(t, "15", true)
 }
 
-func recoverAfterFailover(t *testing.T, auto bool) {
-	pair := testbed.StartPGPair(t, "15")
+// TestRecoverUnsynchronizedSlotOn17: PostgreSQL 17 with a failover slot
+// that the standby has not synchronized yet (its slot synchronization is
+// off before walrelay creates the slot): after the failover the slot is
+// gone as on 15, and run --recover-missing-slot recovers; lost 0.
+func TestRecoverUnsynchronizedSlotOn17(t *testing.T) {
+	t.Parallel()
+	recoverAfterFailover(t, "17", true)
+}
+
+func recoverAfterFailover(t *testing.T, major string, auto bool) {
+	pair := testbed.StartPGPair(t, major)
+	if major != "15" {
+		pair.StopSlotSync(t)
+	}
 	e := failoverEnv(t, pair)
 	e.Bed.Exec(t, pair.PrimaryURL("failover"), e2etest.CreatedAtDDL)
 	pair.WaitReplayed(t)
@@ -53,6 +65,11 @@ func recoverAfterFailover(t *testing.T, auto bool) {
 	marker := e2etest.WaitMarkerCommitTime(t, e, time.Minute)
 	t.Logf("marker before the failover: %s", marker)
 
+	if major != "15" {
+		if _, copied := standbySlot(t, e, pair.StandbyURL("failover")); copied != "" {
+			t.Fatalf("the standby holds a copy of slot %s at %s: the failover would not lose it", e.Slot, copied)
+		}
+	}
 	killed := time.Now()
 	pair.KillPrimary(t)
 	pair.Promote(t)
@@ -100,8 +117,8 @@ func recoverAfterFailover(t *testing.T, auto bool) {
 			t.Errorf("the recovery's account does not say %q:\n%s", want, recovery)
 		}
 	}
-	t.Logf("FIGURES pg=15 auto=%v events=%d records=%d recovered=%d duplicates=%d lost=%d kill_to_streaming=%s",
-		auto, len(rows), len(recs), recovered, v.Duplicates, v.Lost, resumed.Round(time.Millisecond))
+	t.Logf("FIGURES pg=%s auto=%v events=%d records=%d recovered=%d duplicates=%d lost=%d kill_to_streaming=%s",
+		major, auto, len(rows), len(recs), recovered, v.Duplicates, v.Lost, resumed.Round(time.Millisecond))
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
