@@ -52,7 +52,30 @@ type Marker struct {
 	ConfirmedLSN     string    `json:"confirmed_lsn"`
 	UpdatedAt        time.Time `json:"updated_at"`
 	Version          string    `json:"walrelay_version"`
+	// ConfirmedCommitTime is the commit time of a transaction at or before
+	// ConfirmedLSN (the newest walrelay knew confirmed when it wrote the
+	// marker): every transaction after ConfirmedLSN committed later, which
+	// is what recovery selects outbox rows by. Zero: not known (a marker of
+	// an older walrelay, or no transaction relayed yet).
+	ConfirmedCommitTime time.Time `json:"confirmed_commit_time,omitzero"`
+	// Recovery is set while a recovery (package recovery) publishes rows
+	// from the outbox table for a slot it created: nothing may stream from
+	// the slot until it is cleared. Nil: none is unfinished.
+	Recovery *Recovery `json:"recovery,omitempty"`
 }
+
+// Recovery is an unfinished recovery: a slot created by it has never been
+// streamed from, and a new recovery drops it and starts again.
+type Recovery struct {
+	// Kind is "recover" (the slot was gone) or "backfill" (a new slot).
+	Kind      string    `json:"kind"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// ErrRecoveryUnfinished is LastConfirmed's error for a slot whose marker
+// says a recovery is unfinished: streaming from the slot would skip the
+// rows the recovery had still to publish. It wraps ErrSetup.
+var ErrRecoveryUnfinished = fmt.Errorf("%w: recovery unfinished", ErrSetup)
 
 // Key is the record key of a slot's marker.
 func Key(system, database, slot string) string {
@@ -322,6 +345,10 @@ func (s *Store) LastConfirmed(ctx context.Context, system, database, slot string
 	m, found, err := s.Read(ctx, system, database, slot)
 	if err != nil || !found {
 		return 0, time.Time{}, false, err
+	}
+	if m.Recovery != nil {
+		return 0, time.Time{}, false, fmt.Errorf("%w: a %s of slot %q started at %s did not finish, and the slot has not been streamed from: run `walrelay recover` (or `walrelay run --recover-missing-slot`) to drop it and recover again",
+			ErrRecoveryUnfinished, m.Recovery.Kind, slot, m.Recovery.StartedAt.UTC().Format(time.RFC3339))
 	}
 	lsn, err := m.LSN()
 	if err != nil {

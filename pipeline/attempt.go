@@ -210,6 +210,9 @@ func (r *Relay) decodeOne(ctx context.Context, m replication.Message, dec *decod
 	if err := snk.Produce(ctx, tx); err != nil {
 		return false, onKafka(err)
 	}
+	if tx.Last {
+		r.commits.observe(tx.EndLSN, tx.CommitTime)
+	}
 	return tx.Last, nil
 }
 

@@ -92,7 +92,7 @@ func (h *history) remember(m kafkastate.Marker) {
 // and waits for Kafka's acknowledgement.
 func (r *Relay) writeMarker(ctx context.Context, ms *kafkastate.Store, st pgcatalog.SlotState, lsn pglogrepl.LSN) error {
 	m := kafkastate.Marker{Slot: r.rc.Slot, Database: st.Database, SystemIdentifier: st.SystemID,
-		ConfirmedLSN: lsn.String(), UpdatedAt: time.Now().UTC()}
+		ConfirmedLSN: lsn.String(), UpdatedAt: time.Now().UTC(), ConfirmedCommitTime: r.commits.before(lsn)}
 	if ms != nil {
 		if err := ms.Write(ctx, m); err != nil {
 			return err

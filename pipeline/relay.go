@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/pgcatalog"
+	"github.com/walrelay/walrelay/recovery"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -45,12 +46,15 @@ type Config struct {
 	// NullSink acknowledges every event at once without Kafka (sink.Deps's
 	// Null): the bench build's --bench-null-sink. Never for production.
 	NullSink bool
+	// Recovery says whether the relay recovers a missing slot from the
+	// outbox table and backfills a new one (recovery.go).
+	Recovery recovery.Options
 }
 
 // Validate reports every problem with the stages' configurations at once.
 func (c Config) Validate() error {
 	var errs []error
-	for _, v := range []interface{ Validate() error }{c.Replication, c.Decode, c.Sink} {
+	for _, v := range []interface{ Validate() error }{c.Replication, c.Decode, c.Sink, c.Recovery} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}
@@ -75,6 +79,7 @@ type Relay struct {
 	metrics      *metrics.Metrics
 	lagWarnBytes int64
 	nullSink     bool
+	recovery     recovery.Config
 
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
 	current atomic.Pointer[attemptState]
@@ -95,6 +100,8 @@ type Relay struct {
 	// topics outlives the attempts: --max-created-topics counts the topics
 	// created since walrelay started, not since the last restart.
 	topics *sink.CreatedTopics
+	// commits outlives the attempts: the marker's commit time (committime.go).
+	commits commitTimes
 }
 
 // attemptState is the live state of one attempt, read by the health
@@ -127,6 +134,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 		metrics:      m,
 		lagWarnBytes: cfg.LagWarnBytes,
 		nullSink:     cfg.NullSink,
+		recovery:     cfg.RecoveryConfig(),
 		abort:        make(chan struct{}),
 		iso:          sink.NewIsolation(),
 		topics:       sink.NewCreatedTopics(),
@@ -187,12 +195,28 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 	streamed := false // an attempt held the slot: credentials worked once
 	r.beat.Store(time.Now().UnixNano())
 	defer r.metrics.SetState(metrics.StateStopping)
+	if err := r.backfill(ctx); err != nil {
+		return err
+	}
 	for {
 		started := time.Now()
 		err := r.attempt(ctx, stop)
 		r.beat.Store(time.Now().UnixNano())
 		if err == nil || ctx.Err() != nil {
 			return err
+		}
+		if r.recoverable(err) {
+			// N.B. a recovery that failed on the way (Kafka, a connection)
+			// is retried as an attempt is: the next one finds the slot
+			// gone, or the recovery unfinished, again.
+			rerr := r.recover(ctx)
+			if rerr == nil {
+				continue
+			}
+			if IsSetupError(rerr) || ctx.Err() != nil {
+				return rerr
+			}
+			err = rerr
 		}
 		if permanent(err) {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/kafkaconn"
 	"github.com/walrelay/walrelay/kafkastate"
+	"github.com/walrelay/walrelay/recovery"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -24,6 +25,8 @@ type Settings struct {
 	Replication replication.Config
 	Decode      decode.Config
 	Sink        sink.Config
+	// Recovery is `walrelay recover`'s and --backfill's (package recovery).
+	Recovery recovery.Options
 	// Kafka is the Kafka TLS and SASL settings, resolved into Sink.Kafka;
 	// its Password is the caller's to set (never a flag).
 	Kafka kafkaconn.Security
@@ -50,6 +53,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	s.Replication.RegisterFlags(fs)
 	s.Decode.RegisterFlags(fs)
 	s.Sink.RegisterFlags(fs)
+	s.Recovery.RegisterFlags(fs)
 	cli.BoolVar(fs, &s.Kafka.TLS, "kafka-tls", false, "connect to Kafka over TLS (on by itself when a --kafka-tls-* file is given)")
 	fs.StringVar(&s.Kafka.CAFile, "kafka-tls-ca-file", "", "PEM file of the CA that signed the brokers' certificates (default: the system's roots)")
 	fs.StringVar(&s.Kafka.CertFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require one (with --kafka-tls-key-file)")
@@ -154,7 +158,7 @@ func (s *Settings) Config() (Config, []string, error) {
 	if len(sc.Brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
 	}
-	pc := Config{Replication: rc, Decode: dc, Sink: sc, LagWarnBytes: s.LagWarnBytes, NullSink: s.NullSink,
+	pc := Config{Replication: rc, Decode: dc, Sink: sc, LagWarnBytes: s.LagWarnBytes, NullSink: s.NullSink, Recovery: s.Recovery,
 		Marker: kafkastate.Config{Brokers: sc.Brokers, Kafka: sc.Kafka, Topic: sc.CheckpointTopic, CreateTopic: sc.CreateTopics, ReplicationFactor: sc.TopicReplicationFactor}}
 	if err := pc.Validate(); err != nil {
 		errs = append(errs, err)

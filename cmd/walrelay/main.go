@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/walrelay/walrelay/internal/cli"
 )
 
 // Exit codes (doc.go).
@@ -26,6 +28,7 @@ var commands = []struct {
 	{"run", "stream outbox inserts to Kafka (the default)", func(args []string, _, stderr io.Writer) int { return runCmd(args, stderr) }},
 	{"check", "check PostgreSQL and Kafka for everything run needs, without streaming", checkCmd},
 	{"status", "show the slot: active, confirmed position, lag, wal_status", statusCmd},
+	{"recover", "after the slot is gone (exit 3): publish the outbox rows it missed, then create it again", recoverCmd},
 	{"setup", "create (or --print) the role, publication and slot walrelay needs", setupCmd},
 	{"import-debezium", "print the settings equivalent to a Debezium connector configuration", importDebeziumCmd},
 	{"health", "probe a running walrelay's /readyz (for container health checks)", healthCmd},
@@ -67,5 +70,15 @@ func usage() string {
 
 func helpCmd(_ []string, stdout, _ io.Writer) int {
 	fmt.Fprint(stdout, usage())
+	return exitOK
+}
+
+// version is set at build time: go build -ldflags "-X main.version=v1.2.3"
+// (make build and the Dockerfile do). Empty: cli.BuildVersion reads what
+// the Go toolchain stamped.
+var version string
+
+func versionCmd(_ []string, stdout, _ io.Writer) int {
+	fmt.Fprintln(stdout, "walrelay", cli.BuildVersion(version))
 	return exitOK
 }
