@@ -21,10 +21,11 @@ import (
 // Consumer is one member of a consumer group applying records through an
 // inbox table.
 type Consumer struct {
-	cfg    Config
-	log    *zap.Logger
-	cl     *kgo.Client
-	insert string // the id insert, built once
+	cfg         Config
+	log         *zap.Logger
+	cl          *kgo.Client
+	insert      string // the id insert, built once
+	insertBatch string // BatchHandler's: several ids, the new ones returned
 
 	// base is the parent of the partition workers' contexts: it ends with
 	// Run (or Close before Run).
@@ -69,6 +70,10 @@ func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	c.base, c.cancelBase = context.WithCancel(context.Background())
 	ident, _ := tableIdent(cfg.Table)
 	c.insert = `INSERT INTO ` + ident + ` (consumer, id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	c.insertBatch = `INSERT INTO ` + ident + ` (consumer, id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING RETURNING id`
+	if c.cfg.Handler == nil {
+		c.cfg.Handler = c.cfg.BatchHandler.one()
+	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		// N.B. a new group starts at the beginning of the topics: an
