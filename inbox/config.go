@@ -122,6 +122,11 @@ type Config struct {
 	// id is in the table already (Kafka delivered it again), instead of the
 	// Handler. Its error is treated like the Handler's. Default: nothing.
 	OnDuplicate Handler
+	// Logger receives the Consumer's lines (group changes, retries, dead
+	// letters), their attributes as key-value pairs: a *slog.Logger
+	// (slog.Default()), inbox.ZapLogger(z) for zap, or any Logger. Default:
+	// New's *zap.Logger argument, else nothing.
+	Logger Logger
 	// KafkaOpts are added to the client's options: TLS, SASL,
 	// SessionTimeout, a logger. The options Consumer sets for its delivery
 	// guarantee (ConsumerGroup, ConsumeTopics, DisableAutoCommit,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/inbox"
 )
@@ -64,16 +64,13 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "inbox: --on-failure %q: want dead-letter, hold-key or halt\n", *onFailure)
 		return 2
 	}
-	lc := zap.NewProductionConfig()
+	// N.B. log/slog: package inbox takes any Logger (Config.Logger); a
+	// *slog.Logger is one as it is.
+	level := slog.LevelInfo
 	if *debug {
-		lc.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+		level = slog.LevelDebug
 	}
-	log, err := lc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "inbox:", err)
-		return 2
-	}
-	defer log.Sync()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if *pgURL == "" {
 		log.Error("--pg-url is required")
 		return 2
@@ -85,7 +82,7 @@ func run() int {
 		if ctx.Err() != nil { // stopped while setting up: a clean exit
 			return 0
 		}
-		log.Error(what, zap.Error(err))
+		log.Error(what, "error", err)
 		return code
 	}
 	pool, err := pgxpool.New(ctx, *pgURL)
@@ -104,7 +101,7 @@ func run() int {
 		if err != nil {
 			return fail(1, "retention", err)
 		}
-		log.Info("retention", zap.Int64("deleted_ids", n), zap.Duration("retain", *retain))
+		log.Info("retention", "deleted_ids", n, "retain", *retain)
 	}
 
 	kopts := []kgo.Opt{kgo.SessionTimeout(*session)}
@@ -119,9 +116,10 @@ func run() int {
 		OnFailure:   policy,
 		InstanceID:  *instance,
 		KafkaOpts:   kopts,
-	}, log)
+		Logger:      log,
+	}, nil)
 	if err != nil {
-		log.Error("inbox", zap.Error(err))
+		log.Error("inbox", "error", err)
 		return 2
 	}
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
