@@ -55,6 +55,7 @@ func run() int {
 	attempts := fs.Int("max-attempts", 5, "handler attempts before a record fails for good")
 	onFailure := fs.String("on-failure", "dead-letter", "what a record that fails for good does: dead-letter, hold-key (its key's later records wait behind it) or halt (its partition waits)")
 	retain := fs.Duration("retain", 7*24*time.Hour, "delete processed ids older than this at start (0: keep)")
+	batch := fs.Bool("batch", false, "apply the records of a partition at hand in one transaction (inbox.Config.BatchHandler); a failed batch is handled record by record")
 	debug := fs.Bool("debug", false, "debug logging")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
@@ -105,18 +106,23 @@ func run() int {
 	}
 
 	kopts := []kgo.Opt{kgo.SessionTimeout(*session)}
+	var batchHandler inbox.BatchHandler
+	if *batch {
+		batchHandler = projectBatch
+	}
 	c, err := inbox.New(inbox.Config{
-		Brokers:     strings.Split(*brokers, ","),
-		Group:       *group,
-		Topics:      strings.Split(*topics, ","),
-		Pool:        pool,
-		Handler:     project,
-		OnDuplicate: countDuplicate,
-		MaxAttempts: *attempts,
-		OnFailure:   policy,
-		InstanceID:  *instance,
-		KafkaOpts:   kopts,
-		Logger:      log,
+		Brokers:      strings.Split(*brokers, ","),
+		Group:        *group,
+		Topics:       strings.Split(*topics, ","),
+		Pool:         pool,
+		Handler:      project,
+		BatchHandler: batchHandler,
+		OnDuplicate:  countDuplicate,
+		MaxAttempts:  *attempts,
+		OnFailure:    policy,
+		InstanceID:   *instance,
+		KafkaOpts:    kopts,
+		Logger:       log,
 	}, nil)
 	if err != nil {
 		log.Error("inbox", "error", err)
@@ -162,6 +168,17 @@ func project(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO event_log (event_id, aggregateid, type) VALUES ($1, $2, $3)`,
 		string(header(r, "id")), string(r.Key), typ); err != nil {
 		return fmt.Errorf("insert into event_log: %w", err)
+	}
+	return nil
+}
+
+// projectBatch applies the events of one partition at hand, in order, in
+// the one transaction inbox opened for them and their ids.
+func projectBatch(ctx context.Context, tx pgx.Tx, rs []*kgo.Record) error {
+	for _, r := range rs {
+		if err := project(ctx, tx, r); err != nil {
+			return fmt.Errorf("event %s: %w", header(r, "id"), err)
+		}
 	}
 	return nil
 }
