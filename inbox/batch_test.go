@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +146,56 @@ func TestBatchHandler(t *testing.T) {
 	slices.Sort(classes)
 	if want := []string{":" + ClassMissingID, "bad:" + ClassHandler}; !slices.Equal(classes, want) {
 		t.Errorf("dead letters %v, want %v", classes, want)
+	}
+	f.offsetsAtEnd(t, f.topic)
+}
+
+// TestBatchHandlerHoldKey: under OnFailure HoldKey a batch with a record
+// that fails for good falls back to one record a transaction, holds that
+// record's key (its later records wait behind it, in the same batch and
+// the next ones) while the other key flows, dead-letters nothing, and
+// keeps the offset before the held record; the cause fixed, the key's
+// records are applied in order.
+func TestBatchHandlerHoldKey(t *testing.T) {
+	f := newFixture(t, 1)
+	f.produce(t, rec("a", "a-1", 1), rec("a", "a-2", 2), rec("b", "b-1", 1), rec("a", "a-3", 3), rec("b", "b-2", 2), rec("a", "a-4", 4), rec("b", "b-3", 3))
+	var released atomic.Bool
+	one := failUntil("a-2", &released)
+	cfg := f.config(nil)
+	var batches atomic.Int64 // calls of more than one record
+	cfg.BatchHandler = func(ctx context.Context, tx pgx.Tx, rs []*kgo.Record) error {
+		if len(rs) > 1 {
+			batches.Add(1)
+		}
+		for _, r := range rs {
+			if err := one(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	cfg.MaxAttempts = 2
+	cfg.OnFailure = HoldKey
+	c := start(t, cfg)
+	waitFor(t, "b's records and a-1 applied, a's others held", func() bool { return c.c.Stats().Applied == 4 })
+	if n := f.count(t, `SELECT count(*) FROM effects WHERE key = 'a'`); n != 1 {
+		t.Errorf("%d effects of key a, want 1 (a-1; a-2 held, a-3 and a-4 behind it)", n)
+	}
+	waitFor(t, "the offset committed up to the held record", func() bool { return f.committed(t, 0) == 1 })
+	released.Store(true)
+	waitFor(t, "key a released", func() bool { return c.c.Stats().Applied == 7 })
+	c.Stop(t)
+	if batches.Load() == 0 {
+		t.Errorf("no call of the BatchHandler had more than one record")
+	}
+	if s := c.c.Stats(); s.DeadLettered != 0 || s.Duplicates != 0 {
+		t.Errorf("stats %+v, want nothing dead-lettered or duplicated", s)
+	}
+	if n := f.count(t, `SELECT count(*) FROM (SELECT seq <> lag(seq) OVER (PARTITION BY key ORDER BY pos) + 1 AS gap FROM effects) x WHERE gap`); n != 0 {
+		t.Errorf("%d effects not right after the previous one of their key", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM effects`); n != 7 {
+		t.Errorf("%d effects, want 7", n)
 	}
 	f.offsetsAtEnd(t, f.topic)
 }
