@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,13 +184,19 @@ func (w *partition) run() {
 		if w.c.cfg.BatchHandler != nil {
 			rs = w.take(rs, w.c.cfg.MaxBatchRecords)
 		}
-		// N.B. handled already: a poll's record seen twice.
-		rs = slices.DeleteFunc(rs, func(r *kgo.Record) bool { return r.Offset < next })
-		if len(rs) == 0 {
+		// N.B. handled or taken already: a poll's record seen twice (a
+		// paused partition's records are fetched again on resume, so
+		// the queue can hold a range twice).
+		kept := rs[:0]
+		for _, r := range rs {
+			if r.Offset >= next {
+				kept, next = append(kept, r), r.Offset+1
+			}
+		}
+		if rs = kept; len(rs) == 0 {
 			continue
 		}
 		last = rs[len(rs)-1]
-		next = last.Offset + 1
 		w.nextOffset.Store(next)
 		if len(rs) > 1 {
 			if !w.batch(&h, rs) {
