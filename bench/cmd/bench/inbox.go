@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,13 +137,24 @@ func (b *bench) inboxRun(ctx context.Context, res *InboxRun, bin, name string, d
 		return err
 	}
 	defer db.Close(context.WithoutCancel(ctx))
+	// N.B. the consumer's sessions are named, so that a kill's count is
+	// read once they ended (a commit sent before the kill may land after
+	// it, and is not the restart's).
+	u, err := url.Parse(b.dsn)
+	if err != nil {
+		return fmt.Errorf("parse the database URL: %w", err)
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	pgURL := u.String()
 	logPath := filepath.Join(b.logDir("inbox"), name+".log")
 	start := func() (*exec.Cmd, error) {
 		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(bin, "--pg-url", b.dsn, "--brokers", strings.Join(b.env.Brokers, ","), "--group", group, "--topics", topic,
+		cmd := exec.Command(bin, "--pg-url", pgURL, "--brokers", strings.Join(b.env.Brokers, ","), "--group", group, "--topics", topic,
 			"--delay", delay.String())
 		cmd.Stdout, cmd.Stderr = f, f
 		err = cmd.Start()
@@ -199,6 +211,11 @@ func (b *bench) inboxRun(ctx context.Context, res *InboxRun, bin, name string, d
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		killed := time.Now()
+		for sessions := 1; sessions > 0; time.Sleep(5 * time.Millisecond) {
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, name).Scan(&sessions); err != nil {
+				return err
+			}
+		}
 		at, err := applied()
 		if err != nil {
 			return err
