@@ -153,7 +153,8 @@ demo:
 bench:
 	$(RELEASE_BUILD) -tags bench -o bin/walrelay-bench ./cmd/walrelay
 	$(GO) build -o bin/bench ./bench/cmd/bench
-	WALRELAY_TEST_KAFKA_STOCK_JVM=1 $(GO) run ./test/cmd/testbed -- bin/bench -walrelay bin/walrelay-bench
+	$(GO) build -o bin/inboxbench ./bench/cmd/inboxbench
+	WALRELAY_TEST_KAFKA_STOCK_JVM=1 $(GO) run ./test/cmd/testbed -- bin/bench -walrelay bin/walrelay-bench -inbox-consumer bin/inboxbench
 
 # Record compatibility: Debezium and walrelay relay the same outbox rows;
 # every difference is listed (bench/results/DATE-HOST-compat.md); exit 1 on

@@ -44,8 +44,17 @@ type Config struct {
 	// pool_max_conns, default 4 or the number of CPUs), or partitions
 	// wait for one another.
 	Pool *pgxpool.Pool
-	// Handler applies one record. Required.
+	// Handler applies one record. Required, unless BatchHandler is set.
 	Handler Handler
+	// BatchHandler, if set, applies the records of one partition that
+	// are at hand (queued from its polls, up to MaxBatchRecords) in one
+	// transaction with their ids, instead of a transaction per record: for
+	// bulk projections. A failed batch is handled record by record, with
+	// Handler (or, without one, BatchHandler on one record). Default nil.
+	BatchHandler BatchHandler
+	// MaxBatchRecords bounds the records of one BatchHandler call.
+	// Default MaxPollRecords.
+	MaxBatchRecords int
 
 	// Table is the processed-messages table (DDL), optionally
 	// schema-qualified. Default DefaultTable ("inbox_processed").
@@ -113,6 +122,11 @@ type Config struct {
 	// id is in the table already (Kafka delivered it again), instead of the
 	// Handler. Its error is treated like the Handler's. Default: nothing.
 	OnDuplicate Handler
+	// Logger receives the Consumer's lines (group changes, retries, dead
+	// letters), their attributes as key-value pairs: a *slog.Logger
+	// (slog.Default()), inbox.ZapLogger(z) for zap, or any Logger. Default:
+	// New's *zap.Logger argument, else nothing.
+	Logger Logger
 	// KafkaOpts are added to the client's options: TLS, SASL,
 	// SessionTimeout, a logger. The options Consumer sets for its delivery
 	// guarantee (ConsumerGroup, ConsumeTopics, DisableAutoCommit,
@@ -142,6 +156,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = 500
+	}
+	if c.MaxBatchRecords == 0 {
+		c.MaxBatchRecords = c.MaxPollRecords
 	}
 	if c.CommitInterval == 0 {
 		c.CommitInterval = time.Second
@@ -176,8 +193,11 @@ func (c *Config) Validate() error {
 	if c.Pool == nil {
 		errs = append(errs, errors.New("pool: nil (a *pgxpool.Pool on the database of the inbox table)"))
 	}
-	if c.Handler == nil {
-		errs = append(errs, errors.New("handler: nil"))
+	if c.Handler == nil && c.BatchHandler == nil {
+		errs = append(errs, errors.New("handler: nil (set Handler, BatchHandler or both)"))
+	}
+	if c.MaxBatchRecords < 1 {
+		errs = append(errs, fmt.Errorf("max batch records: %d, want 1 or more", c.MaxBatchRecords))
 	}
 	if n := strings.Count(c.Table, ".") + 1; n > 2 || strings.HasPrefix(c.Table, ".") || strings.HasSuffix(c.Table, ".") {
 		errs = append(errs, fmt.Errorf("table: %q is not table or schema.table", c.Table))

@@ -5,7 +5,10 @@
 // table in the same transaction as the record's effect.
 //
 // Each assigned partition is handled by a goroutine of its own, its records
-// in offset order; partitions do not wait for one another.
+// in offset order; partitions do not wait for one another. A BatchHandler
+// applies a partition's records at hand in one transaction with their ids
+// (a failed batch is handled record by record). The Consumer logs to any
+// Logger (a *slog.Logger as it is, zap through ZapLogger).
 //
 // Input: records of the consumed topics, a pgx pool and the user's Handler.
 // Output: the Handler's effects committed in PostgreSQL, one row per

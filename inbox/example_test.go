@@ -3,70 +3,88 @@ package inbox_test
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/inbox"
 )
 
-// run is the consumer of docs/inbox.md, quoted there verbatim
-// (TestDocQuotesRun): it compiles here against the package's API.
-func run(ctx context.Context, dsn string, log *zap.Logger) error {
-	pool, err := pgxpool.New(ctx, dsn) // pool_max_conns: one per partition
-	if err != nil {
-		return err
+// bulk is the BatchHandler of docs/inbox.md ("Bulk projections"), quoted
+// there verbatim (TestDocQuotesRun): it compiles here against the
+// package's API.
+func bulk(ctx context.Context, tx pgx.Tx, rs []*kgo.Record) error {
+	ids, customers := make([]string, len(rs)), make([]string, len(rs))
+	for i, r := range rs {
+		ids[i], customers[i] = inbox.Header(r, "id"), string(r.Key)
 	}
-	defer pool.Close()
-	// Or run inbox.DDL("") in a migration.
-	if err := inbox.CreateTable(ctx, pool, ""); err != nil {
-		return err
-	}
-	c, err := inbox.New(inbox.Config{
-		Brokers: []string{"kafka:9092"},
-		Group:   "billing",
-		Topics:  []string{"outbox.event.order"},
-		Pool:    pool,
-		Handler: func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
-			_, err := tx.Exec(ctx, `UPDATE accounts SET orders = orders + 1 WHERE id = $1`, string(r.Key))
-			return err // an error rolls the transaction back; the record is tried again
-		},
-	}, log) // a *zap.Logger (inbox.SlogLogger for log/slog), or nil
-	if err != nil {
-		return err
-	}
-	// Until ctx ends; then it commits what it finished and closes the client.
-	return c.Run(ctx)
+	// One statement for the whole batch, in the records' order.
+	_, err := tx.Exec(ctx, `INSERT INTO order_log (event_id, customer)
+		SELECT id, customer FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, customer, n) ORDER BY n`,
+		ids, customers)
+	return err
 }
 
-// Example is the consumer a newcomer writes (docs/inbox.md).
-func Example() {
-	_ = run // run(ctx, "postgres://...", nil)
+// ExampleBatchHandler sets a BatchHandler (docs/inbox.md).
+func ExampleBatchHandler() {
+	_ = inbox.Config{BatchHandler: bulk}
 }
 
-// TestDocQuotesRun: the first Go block of docs/inbox.md is run above,
-// verbatim.
+// quoteMark names the file a Go block of docs/inbox.md is quoted from.
+var quoteMark = regexp.MustCompile("<!-- verbatim: (\\S+) -->\n```go\n")
+
+// TestDocQuotesRun: every Go block of docs/inbox.md is quoted verbatim
+// from the file named by the <!-- verbatim: path --> line above it (its
+// lines there indented by up to two tabs, inside a function), a file a
+// test compiles and runs: the quick start is examples/inbox/quickstart's
+// main.go whole (run by TestQuickstart), the others come from tests.
 func TestDocQuotesRun(t *testing.T) {
 	doc, err := os.ReadFile("../docs/inbox.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("example_test.go")
+	blocks := strings.Count(string(doc), "```go\n")
+	marks := quoteMark.FindAllSubmatchIndex(doc, -1)
+	if blocks == 0 || len(marks) != blocks {
+		t.Fatalf("docs/inbox.md: %d Go blocks, %d of them under a <!-- verbatim: path --> line: want every one", blocks, len(marks))
+	}
+	for _, m := range marks {
+		path := string(doc[m[2]:m[3]])
+		block, _, ok := strings.Cut(string(doc[m[1]:]), "```\n")
+		src, err := os.ReadFile("../" + path)
+		if !ok || err != nil {
+			t.Errorf("docs/inbox.md: the block quoting %s: no end, or %v", path, err)
+			continue
+		}
+		if !quoted(block, string(src)) {
+			t.Errorf("docs/inbox.md: this block is not in %s verbatim:\n%s", path, block)
+		}
+	}
+	quick, err := os.ReadFile("../examples/inbox/quickstart/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(doc), "```go\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	start := strings.Index(string(src), "func run(")
-	end := strings.Index(string(src), "\n}\n")
-	if !ok || !ok2 || start < 0 || end < start {
-		t.Fatal("no Go block in docs/inbox.md, or no func run here")
+	if !strings.Contains(string(doc), "<!-- verbatim: examples/inbox/quickstart/main.go -->\n```go\n"+string(quick)+"```\n") {
+		t.Errorf("docs/inbox.md does not quote examples/inbox/quickstart/main.go whole")
 	}
-	if want := string(src[start : end+3]); block != want {
-		t.Errorf("docs/inbox.md's first Go block:\n%s\nwant func run of example_test.go verbatim:\n%s", block, want)
+}
+
+// quoted reports whether block is in src, its lines indented alike by
+// zero, one or two tabs.
+func quoted(block, src string) bool {
+	for _, indent := range []string{"", "\t", "\t\t"} {
+		lines := strings.SplitAfter(block, "\n")
+		for i, l := range lines {
+			if l != "\n" && l != "" {
+				lines[i] = indent + l
+			}
+		}
+		if strings.Contains(src, strings.Join(lines, "")) {
+			return true
+		}
 	}
+	return false
 }

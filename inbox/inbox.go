@@ -21,10 +21,11 @@ import (
 // Consumer is one member of a consumer group applying records through an
 // inbox table.
 type Consumer struct {
-	cfg    Config
-	log    *zap.Logger
-	cl     *kgo.Client
-	insert string // the id insert, built once
+	cfg         Config
+	log         *zap.Logger
+	cl          *kgo.Client
+	insert      string // the id insert, built once
+	insertBatch string // BatchHandler's: several ids, the new ones returned
 
 	// base is the parent of the partition workers' contexts: it ends with
 	// Run (or Close before Run).
@@ -55,20 +56,26 @@ type Stats struct {
 	CommitErrors int64 // offset commits that failed (the records come again; the table absorbs them)
 }
 
-// New checks cfg and builds the Kafka client; log may be nil. Run starts
-// consuming.
+// New checks cfg and builds the Kafka client. log is a *zap.Logger for
+// the Consumer's lines, or nil: Config.Logger takes any logger (log/slog's
+// too); give one or the other. Run starts consuming.
 func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	err := cfg.Validate()
+	if cfg.Logger != nil && log != nil {
+		err = errors.Join(err, errors.New("logger: both Config.Logger and New's *zap.Logger given (give one)"))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("inbox config: %w", err)
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
-	c := &Consumer{cfg: cfg, log: log.Named("inbox"), parts: map[tp]*partition{}, handlerSeconds: newHandlerSeconds(cfg.Group)}
+	c := &Consumer{cfg: cfg, log: consumerLog(cfg.Logger, log), parts: map[tp]*partition{}, handlerSeconds: newHandlerSeconds(cfg.Group)}
 	c.base, c.cancelBase = context.WithCancel(context.Background())
 	ident, _ := tableIdent(cfg.Table)
 	c.insert = `INSERT INTO ` + ident + ` (consumer, id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	c.insertBatch = `INSERT INTO ` + ident + ` (consumer, id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING RETURNING id`
+	if c.cfg.Handler == nil {
+		c.cfg.Handler = c.cfg.BatchHandler.one()
+	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		// N.B. a new group starts at the beginning of the topics: an

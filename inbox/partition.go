@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,27 +180,54 @@ func (w *partition) run() {
 			}
 			continue // a held key is due for a retry
 		}
-		if r.Offset < next {
-			continue // N.B. handled already: a poll's record seen twice
+		rs := []*kgo.Record{r}
+		if w.c.cfg.BatchHandler != nil {
+			rs = w.take(rs, w.c.cfg.MaxBatchRecords)
 		}
-		next, last = r.Offset+1, r
-		w.nextOffset.Store(next)
-		if h.has(r.Key) {
-			// N.B. behind its key's held record, in order.
-			h.add(r)
-			w.position(&h, r)
+		// N.B. handled or taken already: a poll's record seen twice (a
+		// paused partition's records are fetched again on resume, so
+		// the queue can hold a range twice).
+		kept := rs[:0]
+		for _, r := range rs {
+			if r.Offset >= next {
+				kept, next = append(kept, r), r.Offset+1
+			}
+		}
+		if rs = kept; len(rs) == 0 {
 			continue
 		}
-		err := w.c.handle(w.ctx, w.stop, r)
-		var he *heldError
-		switch {
-		case errors.As(err, &he):
-			w.hold(&h, r, he.cause)
-		case err != nil:
-			return // stopped: r's outcome is left to the next owner
+		last = rs[len(rs)-1]
+		w.nextOffset.Store(next)
+		if len(rs) > 1 {
+			if !w.batch(&h, rs) {
+				return
+			}
+			continue
 		}
-		w.position(&h, r)
+		if !w.one(&h, last) {
+			return
+		}
+		w.position(&h, last)
 	}
+}
+
+// take appends to rs the records queued, up to max in all, without
+// waiting.
+func (w *partition) take(rs []*kgo.Record, max int) []*kgo.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := min(max-len(rs), len(w.queue))
+	if n <= 0 {
+		return rs
+	}
+	rs = append(rs, w.queue[:n]...)
+	clear(w.queue[:n])
+	w.queue = w.queue[n:]
+	if w.paused && len(w.queue) <= w.c.cfg.MaxPollRecords {
+		w.paused = false
+		w.c.cl.ResumeFetchPartitions(map[string][]int32{w.topic: {w.p}})
+	}
+	return rs
 }
 
 // halt stops the worker and waits for it: soft (revoked) lets the attempt

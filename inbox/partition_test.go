@@ -130,6 +130,13 @@ func TestHandlerTimeout(t *testing.T) {
 // queued, while the other partition flows; released, it resumes and every
 // record of both is applied once, in order, the offsets at the end.
 func TestPausedPartitionResumes(t *testing.T) {
+	t.Run("handler", func(t *testing.T) { pausedPartitionResumes(t, false) })
+	// N.B. a batch takes every queued record at hand: the ranges a
+	// resumed partition is fetched again must not reach it twice.
+	t.Run("batch", func(t *testing.T) { pausedPartitionResumes(t, true) })
+}
+
+func pausedPartitionResumes(t *testing.T, batch bool) {
 	f := newFixture(t, 2)
 	var released atomic.Bool
 	h := func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
@@ -148,6 +155,17 @@ func TestPausedPartitionResumes(t *testing.T) {
 	cfg := f.config(h)
 	cfg.MaxAttempts = 1 << 30
 	cfg.MaxPollRecords = 5
+	if batch {
+		cfg.BatchHandler = func(ctx context.Context, tx pgx.Tx, rs []*kgo.Record) error {
+			for _, r := range rs {
+				if err := h(ctx, tx, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		cfg.MaxBatchRecords = 1000
+	}
 	c := start(t, cfg)
 	waitFor(t, "partition 1 applied while partition 0 retries", func() bool { return c.c.Stats().Applied == 60 })
 	if n := f.count(t, `SELECT count(*) FROM effects WHERE key = 'a'`); n != 0 {

@@ -10,7 +10,8 @@ import (
 
 // SlogLogger returns a *zap.Logger that writes to l, for New, so that an
 // application logging with log/slog gets the Consumer's lines on its own
-// handler: inbox.New(cfg, inbox.SlogLogger(slog.Default())). Levels map
+// handler: inbox.New(cfg, inbox.SlogLogger(slog.Default())). Simpler:
+// Config.Logger takes l as it is (Config{Logger: slog.Default()}). Levels map
 // debug, info, warn and error to slog's; the logger's name ("inbox") is
 // the attribute logger; each zap field becomes an attribute.
 func SlogLogger(l *slog.Logger) *zap.Logger { return zap.New(&slogCore{h: l.Handler()}) }

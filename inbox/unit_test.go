@@ -50,6 +50,10 @@ func TestValidate(t *testing.T) {
 		{"backoff", func(c *Config) { c.RetryBackoff, c.MaxRetryBackoff = 10e9, 1e9 }, []string{"retry backoff"}},
 		{"dlq consumed", func(c *Config) { c.DeadLetterTopic = "outbox.event.order" }, []string{"is also consumed"}},
 		{"timeouts", func(c *Config) { c.CommitInterval, c.HandlerTimeout = -1, -1 }, []string{"commit interval", "handler timeout"}},
+		{"batch handler only", func(c *Config) {
+			c.Handler, c.BatchHandler = nil, func(context.Context, pgx.Tx, []*kgo.Record) error { return nil }
+		}, nil},
+		{"batch size", func(c *Config) { c.MaxBatchRecords = -1 }, []string{"max batch records: -1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := good()
@@ -60,7 +64,7 @@ func TestValidate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
-				if cfg.Table != "inbox_processed" || cfg.IDHeader != "id" || cfg.MaxAttempts != 5 || cfg.DeadLetterTopic != "g.dlq" || cfg.MaxPollRecords != 500 ||
+				if cfg.Table != "inbox_processed" || cfg.IDHeader != "id" || cfg.MaxAttempts != 5 || cfg.DeadLetterTopic != "g.dlq" || cfg.MaxPollRecords != 500 || cfg.MaxBatchRecords != 500 ||
 					cfg.CommitInterval != time.Second || cfg.HandlerTimeout != 30*time.Second || cfg.InstanceID != DefaultInstanceID() || cfg.InstanceID == "" {
 					t.Errorf("defaults %+v", cfg)
 				}

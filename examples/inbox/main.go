@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/inbox"
 )
@@ -55,6 +55,7 @@ func run() int {
 	attempts := fs.Int("max-attempts", 5, "handler attempts before a record fails for good")
 	onFailure := fs.String("on-failure", "dead-letter", "what a record that fails for good does: dead-letter, hold-key (its key's later records wait behind it) or halt (its partition waits)")
 	retain := fs.Duration("retain", 7*24*time.Hour, "delete processed ids older than this at start (0: keep)")
+	batch := fs.Bool("batch", false, "apply the records of a partition at hand in one transaction (inbox.Config.BatchHandler); a failed batch is handled record by record")
 	debug := fs.Bool("debug", false, "debug logging")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
@@ -64,16 +65,13 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "inbox: --on-failure %q: want dead-letter, hold-key or halt\n", *onFailure)
 		return 2
 	}
-	lc := zap.NewProductionConfig()
+	// N.B. log/slog: package inbox takes any Logger (Config.Logger); a
+	// *slog.Logger is one as it is.
+	level := slog.LevelInfo
 	if *debug {
-		lc.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+		level = slog.LevelDebug
 	}
-	log, err := lc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "inbox:", err)
-		return 2
-	}
-	defer log.Sync()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if *pgURL == "" {
 		log.Error("--pg-url is required")
 		return 2
@@ -85,7 +83,7 @@ func run() int {
 		if ctx.Err() != nil { // stopped while setting up: a clean exit
 			return 0
 		}
-		log.Error(what, zap.Error(err))
+		log.Error(what, "error", err)
 		return code
 	}
 	pool, err := pgxpool.New(ctx, *pgURL)
@@ -104,24 +102,30 @@ func run() int {
 		if err != nil {
 			return fail(1, "retention", err)
 		}
-		log.Info("retention", zap.Int64("deleted_ids", n), zap.Duration("retain", *retain))
+		log.Info("retention", "deleted_ids", n, "retain", *retain)
 	}
 
 	kopts := []kgo.Opt{kgo.SessionTimeout(*session)}
+	var batchHandler inbox.BatchHandler
+	if *batch {
+		batchHandler = projectBatch
+	}
 	c, err := inbox.New(inbox.Config{
-		Brokers:     strings.Split(*brokers, ","),
-		Group:       *group,
-		Topics:      strings.Split(*topics, ","),
-		Pool:        pool,
-		Handler:     project,
-		OnDuplicate: countDuplicate,
-		MaxAttempts: *attempts,
-		OnFailure:   policy,
-		InstanceID:  *instance,
-		KafkaOpts:   kopts,
-	}, log)
+		Brokers:      strings.Split(*brokers, ","),
+		Group:        *group,
+		Topics:       strings.Split(*topics, ","),
+		Pool:         pool,
+		Handler:      project,
+		BatchHandler: batchHandler,
+		OnDuplicate:  countDuplicate,
+		MaxAttempts:  *attempts,
+		OnFailure:    policy,
+		InstanceID:   *instance,
+		KafkaOpts:    kopts,
+		Logger:       log,
+	}, nil)
 	if err != nil {
-		log.Error("inbox", zap.Error(err))
+		log.Error("inbox", "error", err)
 		return 2
 	}
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -164,6 +168,17 @@ func project(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO event_log (event_id, aggregateid, type) VALUES ($1, $2, $3)`,
 		string(header(r, "id")), string(r.Key), typ); err != nil {
 		return fmt.Errorf("insert into event_log: %w", err)
+	}
+	return nil
+}
+
+// projectBatch applies the events of one partition at hand, in order, in
+// the one transaction inbox opened for them and their ids.
+func projectBatch(ctx context.Context, tx pgx.Tx, rs []*kgo.Record) error {
+	for _, r := range rs {
+		if err := project(ctx, tx, r); err != nil {
+			return fmt.Errorf("event %s: %w", header(r, "id"), err)
+		}
 	}
 	return nil
 }

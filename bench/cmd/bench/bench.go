@@ -140,6 +140,11 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() == nil && b.cfg.runs("inbox") {
+		if err := b.runInbox(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ctx.Err() == nil && b.cfg.runs("w2") {
 		if err := b.runW2(ctx); err != nil {
 			errs = append(errs, err)

@@ -15,7 +15,9 @@ type Results struct {
 	NewTopics []NewTopic `json:"newtopic,omitempty"`
 	// WALMessages is the wmsg workload (wmsg.go).
 	WALMessages []WALCompare `json:"wmsg,omitempty"`
-	Errors      []string     `json:"errors,omitempty"`
+	// Inbox is the inbox workload (inbox.go).
+	Inbox  []InboxRun `json:"inbox,omitempty"`
+	Errors []string   `json:"errors,omitempty"`
 
 	// inflightBytes is the walrelay binary's default --max-inflight-bytes
 	// (its run -h), the bound the report checks the peak RSS against.
