@@ -140,6 +140,16 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() == nil && b.cfg.runs("startup") {
+		if err := b.runStartup(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if ctx.Err() == nil && b.cfg.runs("crash") {
+		if err := b.runCrash(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ctx.Err() == nil && b.cfg.runs("w2") {
 		if err := b.runW2(ctx); err != nil {
 			errs = append(errs, err)

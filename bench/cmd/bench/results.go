@@ -15,7 +15,11 @@ type Results struct {
 	NewTopics []NewTopic `json:"newtopic,omitempty"`
 	// WALMessages is the wmsg workload (wmsg.go).
 	WALMessages []WALCompare `json:"wmsg,omitempty"`
-	Errors      []string     `json:"errors,omitempty"`
+	// Crashes is the crash workload (crash.go).
+	Crashes []Crash `json:"crash,omitempty"`
+	// Startups is the startup workload (startup.go).
+	Startups []Startup `json:"startup,omitempty"`
+	Errors   []string  `json:"errors,omitempty"`
 
 	// inflightBytes is the walrelay binary's default --max-inflight-bytes
 	// (its run -h), the bound the report checks the peak RSS against.
