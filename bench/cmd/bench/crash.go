@@ -82,7 +82,10 @@ func (b *bench) crashRelay(ctx context.Context, relay string) Crash {
 }
 
 func (b *bench) crashRun(ctx context.Context, c *Crash) error {
-	slot := slotName("crash", c.Relay)
+	// N.B. names of this run only (a kept bed: walrelay's marker store
+	// refuses a slot of a name it streamed, made anew).
+	run := time.Now().Format("150405")
+	slot := slotName("crash_"+run, c.Relay)
 	if _, err := rig.CreateSlot(ctx, b.dsn, slot, slot); err != nil {
 		return err
 	}
@@ -91,7 +94,7 @@ func (b *bench) crashRun(ctx context.Context, c *Crash) error {
 			logf("%v", err)
 		}
 	}()
-	typ := "crash_" + c.Relay
+	typ := "crash_" + run + "_" + strings.ReplaceAll(c.Relay, "-", "_")
 	topic := topicPrefix(c.Relay) + typ
 	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topic); err != nil {
 		return err

@@ -41,7 +41,10 @@ type Startup struct {
 // backlog waiting, and as many times as a new pipeline (a slot and
 // publication it creates itself).
 func (b *bench) runStartup(ctx context.Context) error {
-	slot := slotName("su", relayWalrelay)
+	// N.B. names of this run only: walrelay's marker store remembers a
+	// slot it streamed and refuses one of that name made anew (a kept bed).
+	run := time.Now().Format("150405")
+	slot := slotName("su_"+run, relayWalrelay)
 	if _, err := rig.CreateSlot(ctx, b.dsn, slot, slot); err != nil {
 		return err
 	}
@@ -50,7 +53,7 @@ func (b *bench) runStartup(ctx context.Context) error {
 			logf("%v", err)
 		}
 	}()
-	const typ = "startup"
+	typ := "startup_" + run
 	topic := topicPrefix(relayWalrelay) + typ
 	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, topic); err != nil {
 		return err
@@ -73,7 +76,7 @@ func (b *bench) runStartup(ctx context.Context) error {
 		}
 	}
 	for i := 0; i < b.cfg.startupRounds && ctx.Err() == nil; i++ {
-		name := slotName("su_new", strconv.Itoa(i))
+		name := slotName("su_new_"+run, strconv.Itoa(i))
 		s := b.startOnce(ctx, "new pipeline (--create)", name, name, "", 0)
 		b.res.Startups = append(b.res.Startups, s)
 		if s.Error != "" {
@@ -88,8 +91,8 @@ func (b *bench) runStartup(ctx context.Context) error {
 
 // startOnce starts walrelay on slot and pub, measures, and stops it once
 // topic (if any) holds want+startupBacklog records.
-func (b *bench) startOnce(ctx context.Context, kind, slot, pub, topic string, want int64) Startup {
-	s := Startup{Kind: kind}
+func (b *bench) startOnce(ctx context.Context, kind, slot, pub, topic string, want int64) (s Startup) {
+	s = Startup{Kind: kind}
 	w, err := rig.NewSlotWatcher(ctx, b.dsn)
 	if err != nil {
 		s.Error = err.Error()
@@ -136,7 +139,11 @@ func (b *bench) startOnce(ctx context.Context, kind, slot, pub, topic string, wa
 			s.StreamingMS = round(float64(time.Since(t0).Microseconds())/1000, 1)
 			break
 		}
-		if p.Exited() || time.Now().After(deadline) {
+		if p.Exited() {
+			s.Error = fmt.Sprintf("walrelay exited before streaming slot %s (%v); last lines of %s:\n%s", slot, p.Err(), p.LogPath, p.Tail(10))
+			break
+		}
+		if time.Now().After(deadline) {
 			s.Error = fmt.Sprintf("slot %s not streamed within a minute; last lines of %s:\n%s", slot, p.LogPath, p.Tail(10))
 			break
 		}
