@@ -140,7 +140,7 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if ctx.Err() == nil && b.cfg.runs("startup") {
+	if ctx.Err() == nil && b.cfg.runs("startup") && b.cfg.has(relayWalrelay) {
 		if err := b.runStartup(ctx); err != nil {
 			errs = append(errs, err)
 		}
