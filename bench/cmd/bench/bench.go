@@ -140,6 +140,16 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() == nil && b.cfg.runs("startup") && b.cfg.has(relayWalrelay) {
+		if err := b.runStartup(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if ctx.Err() == nil && b.cfg.runs("crash") {
+		if err := b.runCrash(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ctx.Err() == nil && b.cfg.runs("inbox") {
 		if err := b.runInbox(ctx); err != nil {
 			errs = append(errs, err)

@@ -116,6 +116,8 @@ func markdown(res *Results) string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %s |\n", n.Relay, kind, n.Topic, n.Seconds, n.Load)
 		}
 	}
+	b.WriteString(crashTable(res))
+	b.WriteString(startupTable(res))
 	b.WriteString(walMessagesTable(res))
 	b.WriteString(inboxTable(res))
 	b.WriteString(targets(res))

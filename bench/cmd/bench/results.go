@@ -16,8 +16,12 @@ type Results struct {
 	// WALMessages is the wmsg workload (wmsg.go).
 	WALMessages []WALCompare `json:"wmsg,omitempty"`
 	// Inbox is the inbox workload (inbox.go).
-	Inbox  []InboxRun `json:"inbox,omitempty"`
-	Errors []string   `json:"errors,omitempty"`
+	Inbox []InboxRun `json:"inbox,omitempty"`
+	// Crashes is the crash workload (crash.go).
+	Crashes []Crash `json:"crash,omitempty"`
+	// Startups is the startup workload (startup.go).
+	Startups []Startup `json:"startup,omitempty"`
+	Errors   []string  `json:"errors,omitempty"`
 
 	// inflightBytes is the walrelay binary's default --max-inflight-bytes
 	// (its run -h), the bound the report checks the peak RSS against.
