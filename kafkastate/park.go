@@ -238,3 +238,33 @@ func (st *ParkState) SetPark(id string, p *Park) {
 	}
 	a.Park = p
 }
+
+// AckPrefix is the key prefix of the relay's answer to a release (Ack).
+const AckPrefix = "parkack/"
+
+// Ack is the relay's answer to a Release, written once it applied it:
+// Parked says whether the aggregate is still parked, because the relay
+// parked events after Released (through ParkedThrough); walrelay dlq
+// redrive then goes on with them.
+type Ack struct {
+	Aggregate
+	Released      Pos       `json:"released"`
+	ParkedThrough Pos       `json:"parked_through"`
+	Parked        bool      `json:"parked"`
+	At            time.Time `json:"at"`
+}
+
+// AckRecord is the record of a on topic.
+func AckRecord(topic string, a Ack) *kgo.Record {
+	v, _ := json.Marshal(a)
+	return &kgo.Record{Topic: topic, Key: []byte(AckPrefix + a.ID()), Value: v}
+}
+
+// DecodeAck decodes r if it is an Ack record.
+func DecodeAck(r *kgo.Record) (Ack, bool) {
+	var a Ack
+	if !strings.HasPrefix(string(r.Key), AckPrefix) || r.Value == nil || json.Unmarshal(r.Value, &a) != nil {
+		return Ack{}, false
+	}
+	return a, true
+}

@@ -46,6 +46,12 @@ func (s *Sink) followParks(from map[int32]kgo.Offset) {
 		<-s.closing
 		cancel()
 	}()
+	acks, err := kgo.NewClient(append(s.baseOpts(), kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	if err != nil {
+		s.log.Warn("client for the answers to release records", zap.Error(err))
+		return
+	}
+	defer acks.Close()
 	for {
 		err := kafkastate.FollowParks(ctx, s.baseOpts(), s.cfg.CheckpointTopic, from, func(r *kgo.Record) {
 			from[r.Partition] = kgo.NewOffset().At(r.Offset + 1)
@@ -55,12 +61,27 @@ func (s *Sink) followParks(from map[int32]kgo.Offset) {
 			p := s.parks
 			p.mu.Lock()
 			id, err := p.state.Apply(r)
-			parked := false
-			if a := p.state.Get(id); a != nil {
-				parked = a.IsParked()
+			var ack *kafkastate.Ack
+			if a := p.state.Get(id); err == nil && a != nil && a.Release != nil {
+				ack = &kafkastate.Ack{Aggregate: a.Release.Aggregate, Released: a.Release.Through, Parked: a.IsParked(), At: time.Now()}
+				if a.Park != nil {
+					ack.ParkedThrough = a.Park.Through
+				}
 			}
 			p.recount()
 			p.mu.Unlock()
+			parked := ack != nil && ack.Parked
+			if ack != nil {
+				// N.B. the answer walrelay dlq redrive waits for: whether
+				// events parked after the release keep the aggregate
+				// parked. Written by its own client, outside any Kafka
+				// transaction (the sink's may be open).
+				acks.Produce(ctx, kafkastate.AckRecord(s.cfg.CheckpointTopic, *ack), func(_ *kgo.Record, err error) {
+					if err != nil {
+						s.log.Warn("write the answer to a release record", zap.String("aggregate", id), zap.Error(err))
+					}
+				})
+			}
 			switch {
 			case err != nil:
 				s.log.Warn("unreadable release record on the state topic: ignored", zap.Error(err))

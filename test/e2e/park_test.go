@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// parkBed is one parking test's relay settings and topics.
+type parkBed struct {
+	e          *e2etest.Env
+	topic      string // the aggregates' topic, its max.message.bytes small
+	dlq, state string
+	others     int
+	seq        map[string]int // the last seq written per aggregate
+}
+
+const (
+	parkLimit = 4000 // the topic's max.message.bytes at first
+	parkK     = "agg-K"
+)
+
+// newParkBed creates the aggregates' topic with a small limit, as an
+// operator would have.
+func newParkBed(t *testing.T, others int) *parkBed {
+	e := newEnv(t)
+	b := &parkBed{e: e, topic: "outbox.event." + e.AggType(0), dlq: e.Prefix + ".dlq", state: e.Prefix + ".state", others: others, seq: map[string]int{}}
+	e2etest.CreateTopicWithLimit(t, e, b.topic, parkLimit)
+	return b
+}
+
+// relayArgs are run's flags for parking.
+func (b *parkBed) relayArgs() []string {
+	return []string{"--on-poison", "park", "--dlq-topic", b.dlq, "--checkpoint-topic", b.state}
+}
+
+// dlq runs `walrelay dlq args...` to its end.
+func (b *parkBed) runDLQ(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	all := append([]string{"dlq"}, args...)
+	all = append(all, "--brokers", strings.Join(b.e.KafkaBrokers(), ","), "--dlq-topic", b.dlq, "--checkpoint-topic", b.state)
+	return e2etest.RunFor(t, 3*time.Minute, nil, all...)
+}
+
+// write commits n rounds: one event of K and of each other aggregate per
+// round, K's at round bigAt (1-based, 0: none) over the topic's limit.
+func (b *parkBed) write(t *testing.T, n, bigAt int) {
+	t.Helper()
+	ctx := context.Background()
+	conn := harness.Connect(t, b.e.DSN)
+	defer conn.Close(ctx)
+	for i := 1; i <= n; i++ {
+		keys := []string{parkK}
+		for o := 0; o < b.others; o++ {
+			keys = append(keys, fmt.Sprintf("agg-%02d", o))
+		}
+		for _, k := range keys {
+			b.seq[k]++
+			pad := ""
+			if k == parkK && i == bigAt {
+				pad = strings.Repeat("x", 2*parkLimit)
+			}
+			payload := fmt.Sprintf(`{"seq": %d, "pad": "%s"}`, b.seq[k], pad)
+			if _, err := conn.Exec(ctx, `INSERT INTO outbox VALUES ($1, $2, $3, 'Changed', $4::jsonb)`, harness.NewUUID(), b.e.AggType(0), k, payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// waitConfirmed waits until the slot is confirmed past everything
+// committed so far.
+func (b *parkBed) waitConfirmed(t *testing.T) {
+	t.Helper()
+	after := b.e.Bed.CurrentWALLSN(t, b.e.DSN)
+	harness.WaitFor(t, 2*time.Minute, "the slot to be confirmed past the last event", func() bool {
+		return b.e.Bed.Slot(t, b.e.DSN, b.e.Slot).ConfirmedFlushLSN >= after
+	})
+}
+
+// histories are the seq values each aggregate's records carry, in topic
+// order (one partition: the topic's).
+func histories(t *testing.T, recs []*kgo.Record, topic string) map[string][]int {
+	t.Helper()
+	h := map[string][]int{}
+	for _, r := range recs {
+		if r.Topic != topic {
+			continue
+		}
+		var v struct {
+			Seq int `json:"seq"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatalf("record %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
+		}
+		h[string(r.Key)] = append(h[string(r.Key)], v.Seq)
+	}
+	return h
+}
+
+// checkHistory fails unless seqs, read as a consumer that drops what it
+// has seen (an inbox), is 1..want in order: duplicates allowed, no
+// reordering, no gap.
+func checkHistory(t *testing.T, key string, seqs []int, want int) {
+	t.Helper()
+	next := 1
+	for _, s := range seqs {
+		switch {
+		case s < next: // a duplicate
+		case s == next:
+			next++
+		default:
+			t.Errorf("aggregate %s: seq %d after %d: a gap followed by a later event (history %v)", key, s, next-1, seqs)
+			return
+		}
+	}
+	if next-1 != want {
+		t.Errorf("aggregate %s: history ends at %d, want %d (history %v)", key, next-1, want, seqs)
+	}
+}
+
+// parkedSeqs are the seq values of K's parked dead letters, in the
+// dead-letter topic's order.
+func parkedSeqs(t *testing.T, recs []*kgo.Record) []int {
+	t.Helper()
+	var out []int
+	for _, r := range recs {
+		if _, ok := harness.Header(r, "walrelay.parked.aggregate"); !ok || string(r.Key) != parkK {
+			continue
+		}
+		var v struct {
+			Seq int `json:"seq"`
+		}
+		if json.Unmarshal(r.Value, &v) == nil {
+			out = append(out, v.Seq)
+		}
+	}
+	return out
+}
+
+// raiseLimit raises the topic's max.message.bytes, as the operator fixing
+// the cause would.
+func (b *parkBed) raiseLimit(t *testing.T) {
+	t.Helper()
+	adm := kadm.NewClient(e2etest.MustClient(t, b.e))
+	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: e2etest.Ptr("1048588")}}, b.topic)
+	if err == nil {
+		for _, r := range rs {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatalf("raise max.message.bytes of %s: %v", b.topic, err)
+	}
+}
+
+// TestParkRedrive: aggregate K gets an event over its topic's
+// max.message.bytes in the middle of its history; with --on-poison=park
+// K's later events go to the dead-letter topic behind it while 20 other
+// aggregates flow in order; the operator raises the limit and runs
+// walrelay dlq redrive: a real consumer then holds K's whole history in
+// commit order with no gap, and K's next events flow after it.
+func TestParkRedrive(t *testing.T) {
+	t.Parallel()
+	b := newParkBed(t, 20)
+	c := b.e.Collect(t)
+	dc := b.e.DLQCollector(t, b.dlq)
+	relay := b.e.Start(t, b.relayArgs()...)
+	relay.WaitStreaming()
+	b.write(t, 10, 4)
+	b.waitConfirmed(t)
+
+	h := histories(t, c.ToEnd(), b.topic)
+	for o := 0; o < b.others; o++ {
+		k := fmt.Sprintf("agg-%02d", o)
+		checkHistory(t, k, h[k], 10)
+	}
+	checkHistory(t, parkK, h[parkK], 3)
+	if got := parkedSeqs(t, dc.ToEnd()); fmt.Sprint(got) != fmt.Sprint([]int{4, 5, 6, 7, 8, 9, 10}) {
+		t.Fatalf("K's parked dead letters carry seq %v, want 4 to 10 in order", got)
+	}
+	if n := relay.Metric("walrelay_parked_aggregates"); n != 1 {
+		t.Errorf("walrelay_parked_aggregates %v, want 1", n)
+	}
+	code, out := b.runDLQ(t, "list")
+	if code != 0 || !strings.Contains(out, "parked aggregates: 1") || !regexp.MustCompile(`key\s+agg-K\n`).MatchString(out) {
+		t.Fatalf("dlq list: exit %d:\n%s", code, out)
+	}
+
+	b.raiseLimit(t)
+	code, out = b.runDLQ(t, "redrive", "--agg-topic", b.topic, "--agg-key", parkK)
+	if code != 0 || !strings.Contains(out, "re-published 7 events") || !strings.Contains(out, "the relay un-parked the aggregate") {
+		t.Fatalf("dlq redrive: exit %d:\n%s", code, out)
+	}
+	harness.WaitFor(t, time.Minute, "walrelay_parked_aggregates to drop to 0", func() bool {
+		return relay.Metric("walrelay_parked_aggregates") == 0
+	})
+	b.write(t, 1, 0)
+	b.waitConfirmed(t)
+	h = histories(t, c.ToEnd(), b.topic)
+	for o := 0; o < b.others; o++ {
+		k := fmt.Sprintf("agg-%02d", o)
+		checkHistory(t, k, h[k], 11)
+	}
+	checkHistory(t, parkK, h[parkK], 11)
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+}
