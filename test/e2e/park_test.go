@@ -217,3 +217,77 @@ func TestParkRedrive(t *testing.T) {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
 }
+
+// TestParkRedriveKill: the same history, with kill -9 of the relay while
+// K is parked (the relay started again reads K's park from the state topic
+// and parks K's next events too) and kill -9 of the redrive midway, after
+// part of K's events are re-published and before its release: K stays
+// parked, and redrive run again leaves K whole and in order (the part
+// re-published twice: duplicates, no gap).
+func TestParkRedriveKill(t *testing.T) {
+	t.Parallel()
+	b := newParkBed(t, 20)
+	c := b.e.Collect(t)
+	dc := b.e.DLQCollector(t, b.dlq)
+	relay := b.e.Start(t, b.relayArgs()...)
+	relay.WaitStreaming()
+	b.write(t, 10, 4)
+	b.waitConfirmed(t)
+	relay.Kill()
+
+	relay = b.e.Start(t, b.relayArgs()...)
+	relay.WaitStreaming()
+	b.write(t, 2, 0)
+	b.waitConfirmed(t)
+	h := histories(t, c.ToEnd(), b.topic)
+	checkHistory(t, parkK, h[parkK], 3)
+	if got := parkedSeqs(t, dc.ToEnd()); fmt.Sprint(dedupe(got)) != fmt.Sprint([]int{4, 5, 6, 7, 8, 9, 10, 11, 12}) {
+		t.Fatalf("K's parked dead letters carry seq %v, want 4 to 12 (after the restart too)", got)
+	}
+
+	b.raiseLimit(t)
+	args := []string{"dlq", "redrive", "--agg-topic", b.topic, "--agg-key", parkK,
+		"--brokers", strings.Join(b.e.KafkaBrokers(), ","), "--dlq-topic", b.dlq, "--checkpoint-topic", b.state}
+	rd := harness.StartProcess(t, e2etest.Bin, []string{"WALRELAY_TEST_REDRIVE_PAUSE_AFTER=3"}, args)
+	harness.WaitFor(t, 2*time.Minute, "redrive to pause midway", func() bool {
+		return strings.Contains(rd.Log(), "redrive paused after 3 records") || rd.Exited()
+	})
+	if rd.Exited() {
+		t.Fatalf("redrive exited before pausing:\n%s", rd.Log())
+	}
+	rd.Kill()
+	h = histories(t, c.ToEnd(), b.topic)
+	if got := fmt.Sprint(h[parkK]); got != fmt.Sprint([]int{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("K after the killed redrive: %s, want 1 to 6", got)
+	}
+	if n := relay.Metric("walrelay_parked_aggregates"); n != 1 {
+		t.Errorf("walrelay_parked_aggregates %v after the killed redrive, want 1 (no release was written)", n)
+	}
+
+	code, out := b.runDLQ(t, "redrive", "--agg-topic", b.topic, "--agg-key", parkK)
+	if code != 0 || !strings.Contains(out, "re-published 9 events") || !strings.Contains(out, "the relay un-parked the aggregate") {
+		t.Fatalf("dlq redrive again: exit %d:\n%s", code, out)
+	}
+	b.write(t, 1, 0)
+	b.waitConfirmed(t)
+	h = histories(t, c.ToEnd(), b.topic)
+	for o := 0; o < b.others; o++ {
+		k := fmt.Sprintf("agg-%02d", o)
+		checkHistory(t, k, h[k], 13)
+	}
+	checkHistory(t, parkK, h[parkK], 13)
+	t.Logf("K's history as a consumer reads it: %v", h[parkK])
+}
+
+// dedupe is seqs without repeats, in first-seen order.
+func dedupe(seqs []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, s := range seqs {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
