@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,7 +23,8 @@ type parkBed struct {
 	topic      string // the aggregates' topic, its max.message.bytes small
 	dlq, state string
 	others     int
-	seq        map[string]int // the last seq written per aggregate
+	seq        map[string]int    // the last seq written per aggregate
+	ids        map[string]string // event ids by "key/seq"
 }
 
 const (
@@ -34,7 +36,7 @@ const (
 // operator would have.
 func newParkBed(t *testing.T, others int) *parkBed {
 	e := newEnv(t)
-	b := &parkBed{e: e, topic: "outbox.event." + e.AggType(0), dlq: e.Prefix + ".dlq", state: e.Prefix + ".state", others: others, seq: map[string]int{}}
+	b := &parkBed{e: e, topic: "outbox.event." + e.AggType(0), dlq: e.Prefix + ".dlq", state: e.Prefix + ".state", others: others, seq: map[string]int{}, ids: map[string]string{}}
 	e2etest.CreateTopicWithLimit(t, e, b.topic, parkLimit)
 	return b
 }
@@ -71,7 +73,9 @@ func (b *parkBed) write(t *testing.T, n, bigAt int) {
 				pad = strings.Repeat("x", 2*parkLimit)
 			}
 			payload := fmt.Sprintf(`{"seq": %d, "pad": "%s"}`, b.seq[k], pad)
-			if _, err := conn.Exec(ctx, `INSERT INTO outbox VALUES ($1, $2, $3, 'Changed', $4::jsonb)`, harness.NewUUID(), b.e.AggType(0), k, payload); err != nil {
+			id := harness.NewUUID()
+			b.ids[fmt.Sprintf("%s/%d", k, b.seq[k])] = id
+			if _, err := conn.Exec(ctx, `INSERT INTO outbox VALUES ($1, $2, $3, 'Changed', $4::jsonb)`, id, b.e.AggType(0), k, payload); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -196,6 +200,16 @@ func TestParkRedrive(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "parked aggregates: 1") || !regexp.MustCompile(`key\s+agg-K\n`).MatchString(out) {
 		t.Fatalf("dlq list: exit %d:\n%s", code, out)
 	}
+	checkDocBlock(t, "dlq list", out)
+	code, out = b.runDLQ(t, "show", "--event", b.ids[parkK+"/5"])
+	if code != 0 || !strings.Contains(out, `"seq": 5`) || !strings.Contains(out, "re-publishable  yes") {
+		t.Fatalf("dlq show: exit %d:\n%s", code, out)
+	}
+	checkDocBlock(t, "dlq show", out)
+	out, code = e2etest.RunCmd(t, b.e, "check", b.relayArgs()...)
+	if !strings.Contains(out, "parked aggregates on "+b.state) || !strings.Contains(out, "key agg-K) parked for") {
+		t.Errorf("walrelay check (exit %d) does not list K as parked:\n%s", code, out)
+	}
 
 	b.raiseLimit(t)
 	code, out = b.runDLQ(t, "redrive", "--agg-topic", b.topic, "--agg-key", parkK)
@@ -290,4 +304,41 @@ func dedupe(seqs []int) []int {
 		}
 	}
 	return out
+}
+
+// The masks of checkDocBlock: what differs from run to run.
+var docMasks = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "UUID"},
+	{regexp.MustCompile(`(t|_)[0-9a-f]{8}`), "${1}HEX"},
+	{regexp.MustCompile(`[0-9A-F]+/[0-9A-F]+`), "LSN"},
+	{regexp.MustCompile(`\d{4}-\d\d-\d\dT[\d:.]+Z`), "TIME"},
+	{regexp.MustCompile(`(\d+h)?(\d+m)?\d+s ago`), "AGE ago"},
+	{regexp.MustCompile(`\b\d{19}\b`), "SYSID"},
+	{regexp.MustCompile(`/\d+@\d+`), "/P@O"},
+}
+
+// checkDocBlock compares out with the block of docs/dlq.md after the
+// line "<!-- name: from TestParkRedrive -->", what differs between runs
+// masked (docMasks): the docs show real output.
+func checkDocBlock(t *testing.T, name, out string) {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/dlq.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := "<!-- " + name + ": from TestParkRedrive -->\n```\n"
+	_, rest, ok := strings.Cut(string(b), marker)
+	block, _, ok2 := strings.Cut(rest, "```\n")
+	mask := func(s string) string {
+		for _, m := range docMasks {
+			s = m.re.ReplaceAllString(s, m.with)
+		}
+		return s
+	}
+	if !ok || !ok2 || mask(block) != mask(out) {
+		t.Errorf("docs/dlq.md's %q block differs from the output (masked):\n%s\nthe output, to paste there:\n%s", name, mask(block), out)
+	}
 }
