@@ -12,7 +12,9 @@ type gapKeyOf struct{ topic, key string }
 // gaps counts the keys of byKey (their records by topic and key) where an
 // event first appears while an event of its key committed before it, and
 // expected in that topic, has not (Report.Gaps).
-func gaps(committed []Event, byKey map[gapKeyOf][]Record) int { return len(gapProblems(committed, byKey)) }
+func gaps(committed []Event, byKey map[gapKeyOf][]Record) int {
+	return len(gapProblems(committed, byKey))
+}
 
 // gapProblems describes each key's first gap followed by a later event.
 // N.B. the expected events of a topic are the key's committed events not
@@ -54,7 +56,9 @@ func gapProblems(committed []Event, byKey map[gapKeyOf][]Record) []string {
 		}
 		slices.Sort(want)
 		rs := slices.Clone(byKey[tk])
-		slices.SortFunc(rs, func(a, b Record) int { return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset)) })
+		slices.SortFunc(rs, func(a, b Record) int {
+			return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+		})
 		seen := map[int64]bool{}
 		next := 0 // want[next] is the earliest expected seq not seen yet
 		for _, r := range rs {
