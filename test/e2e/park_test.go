@@ -23,6 +23,7 @@ type parkBed struct {
 	topic      string // the aggregates' topic, its max.message.bytes small
 	dlq, state string
 	others     int
+	eos        bool              // --exactly-once: redrive too
 	seq        map[string]int    // the last seq written per aggregate
 	ids        map[string]string // event ids by "key/seq"
 }
@@ -51,6 +52,9 @@ func (b *parkBed) runDLQ(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	all := append([]string{"dlq"}, args...)
 	all = append(all, "--brokers", strings.Join(b.e.KafkaBrokers(), ","), "--dlq-topic", b.dlq, "--checkpoint-topic", b.state)
+	if b.eos {
+		all = append(all, "--exactly-once")
+	}
 	return e2etest.RunFor(t, 3*time.Minute, nil, all...)
 }
 
@@ -174,9 +178,20 @@ func (b *parkBed) raiseLimit(t *testing.T) {
 // aggregates flow in order; the operator raises the limit and runs
 // walrelay dlq redrive: a real consumer then holds K's whole history in
 // commit order with no gap, and K's next events flow after it.
-func TestParkRedrive(t *testing.T) {
+func TestParkRedrive(t *testing.T) { parkRedrive(t, false) }
+
+// TestParkRedriveExactlyOnce is TestParkRedrive with --exactly-once: the
+// park records go in the relay's Kafka transactions, and redrive
+// publishes K's events and its release inside one of its own.
+func TestParkRedriveExactlyOnce(t *testing.T) { parkRedrive(t, true) }
+
+func parkRedrive(t *testing.T, eos bool) {
 	t.Parallel()
 	b := newParkBed(t, 20)
+	if eos {
+		b.e.ExactlyOnce()
+		b.state, b.eos = b.e.CheckpointTopic(), true
+	}
 	c := b.e.Collect(t)
 	dc := b.e.DLQCollector(t, b.dlq)
 	relay := b.e.Start(t, b.relayArgs()...)
@@ -200,15 +215,18 @@ func TestParkRedrive(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "parked aggregates: 1") || !regexp.MustCompile(`key\s+agg-K\n`).MatchString(out) {
 		t.Fatalf("dlq list: exit %d:\n%s", code, out)
 	}
-	checkDocBlock(t, "dlq list", out)
+	listOut := out
 	code, out = b.runDLQ(t, "show", "--event", b.ids[parkK+"/5"])
 	if code != 0 || !strings.Contains(out, `"seq": 5`) || !strings.Contains(out, "re-publishable  yes") {
 		t.Fatalf("dlq show: exit %d:\n%s", code, out)
 	}
-	checkDocBlock(t, "dlq show", out)
-	out, code = e2etest.RunCmd(t, b.e, "check", b.relayArgs()...)
-	if !strings.Contains(out, "parked aggregates on "+b.state) || !strings.Contains(out, "key agg-K) parked for") {
-		t.Errorf("walrelay check (exit %d) does not list K as parked:\n%s", code, out)
+	if !eos {
+		checkDocBlock(t, "dlq list", listOut)
+		checkDocBlock(t, "dlq show", out)
+		out, code = e2etest.RunCmd(t, b.e, "check", b.relayArgs()...)
+		if !strings.Contains(out, "parked aggregates on "+b.state) || !strings.Contains(out, "key agg-K) parked for") {
+			t.Errorf("walrelay check (exit %d) does not list K as parked:\n%s", code, out)
+		}
 	}
 
 	b.raiseLimit(t)
