@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/inbox"
 	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -309,6 +313,7 @@ func TestParkRedriveKill(t *testing.T) {
 	}
 	checkHistory(t, parkK, h[parkK], 13)
 	t.Logf("K's history as a consumer reads it: %v", h[parkK])
+	b.inboxKeepsOrder(t)
 }
 
 // dedupe is seqs without repeats, in first-seen order.
@@ -358,5 +363,78 @@ func checkDocBlock(t *testing.T, name, out string) {
 	}
 	if !ok || !ok2 || mask(block) != mask(out) {
 		t.Errorf("docs/dlq.md's %q block differs from the output (masked):\n%s\nthe output, to paste there:\n%s", name, mask(block), out)
+	}
+}
+
+// inboxKeepsOrder runs an inbox consumer (package inbox, unchanged) over
+// the aggregates' topic, duplicates of the redrive included, and checks
+// that it applied each aggregate's events once each, in commit order:
+// the redrive keeps an inbox's per-aggregate order.
+func (b *parkBed) inboxKeepsOrder(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.e.Bed.Exec(t, b.e.DSN, `CREATE TABLE applied (n serial PRIMARY KEY, key text NOT NULL, seq int NOT NULL)`)
+	pool, err := pgxpool.New(ctx, b.e.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := inbox.CreateTable(ctx, pool, ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := inbox.New(inbox.Config{
+		Brokers: b.e.KafkaBrokers(), Group: "park-" + b.e.Prefix, Topics: []string{b.topic}, Pool: pool,
+		Handler: func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+			var v struct {
+				Seq int `json:"seq"`
+			}
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				return inbox.Permanent(err)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO applied (key, seq) VALUES ($1, $2)`, string(r.Key), v.Seq)
+			return err
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	want := (b.others + 1) * b.seq[parkK]
+	conn := harness.Connect(t, b.e.DSN)
+	defer conn.Close(context.Background())
+	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("the inbox to apply %d events", want), func() bool {
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM applied`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n >= want
+	})
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("inbox: %v", err)
+	}
+	rows, err := conn.Query(context.Background(), `SELECT key, seq FROM applied ORDER BY n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := map[string][]int{}
+	for rows.Next() {
+		var k string
+		var s int
+		if err := rows.Scan(&k, &s); err != nil {
+			t.Fatal(err)
+		}
+		applied[k] = append(applied[k], s)
+	}
+	for k, seqs := range applied {
+		if fmt.Sprint(seqs) != fmt.Sprint(dedupe(seqs)) {
+			t.Errorf("the inbox applied an event of %s twice: %v", k, seqs)
+		}
+		checkHistory(t, k, seqs, b.seq[k])
+	}
+	if len(applied) != b.others+1 {
+		t.Errorf("the inbox applied events of %d aggregates, want %d", len(applied), b.others+1)
 	}
 }
