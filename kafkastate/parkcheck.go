@@ -2,12 +2,14 @@ package kafkastate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/kafkaconn"
@@ -23,7 +25,12 @@ func PreflightParked(topic string, brokers []string, conn kafkaconn.Conn) func(c
 		opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, conn.Opts()...)
 		c := preflight.Check{Name: "parked aggregates on " + topic}
 		var st ParkState
-		if _, err := ReadParks(ctx, opts, topic, &st); err != nil {
+		_, err := ReadParks(ctx, opts, topic, &st)
+		switch {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			c.Note = "none: the topic does not exist yet"
+			return c
+		case err != nil:
 			c.Err = err
 			return c
 		}
