@@ -1,12 +1,17 @@
 package sink
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/kafkastate"
 )
@@ -91,3 +96,78 @@ func TestParkSetMark(t *testing.T) {
 var timeZero time.Time
 
 func pglogreplLSN(n uint64) pglogrepl.LSN { return pglogrepl.LSN(n) }
+
+// TestBatchRejectionParksTheAggregate: with --on-poison=park, the record
+// Kafka rejects on its own, found by producing its topic's records one at
+// a time after the restart, parks its aggregate: the aggregate's later
+// event is dead-lettered behind it, the other aggregate's events are
+// produced, and the park record is on the state topic. (kfake: the
+// broker's rejection of one record; the real broker's is in
+// test/e2e/park_rejected_test.go.)
+func TestBatchRejectionParksTheAggregate(t *testing.T) {
+	c := newCluster(t)
+	rejectKey(t, c, "strict", []byte("bad-key"), kerr.InvalidRecord.Code)
+	iso := NewIsolation()
+	setup := func(cfg *sinkSetup) { cfg.Compression = "none"; cfg.Isolation = iso; cfg.TopicPartitions = 1 }
+	txs := []*decode.Tx{
+		tx(1, start+100, event("strict", "k1", "id1")),
+		tx(2, start+200, event("strict", "k1", "id2"), event("strict", "bad-key", "id-bad"), event("strict", "k1", "id3")),
+		tx(3, start+300, event("strict", "bad-key", "id-behind"), event("strict", "k1", "id4")),
+	}
+	s1, tr1 := newSink(t, c, OnPoisonPark, time.Minute, setup)
+	for _, x := range txs {
+		if err := s1.Produce(context.Background(), x); err != nil && !errors.Is(err, ErrBatchRejected) {
+			t.Fatal(err)
+		}
+	}
+	if err := waitFailed(t, s1); !errors.Is(err, ErrBatchRejected) {
+		t.Fatalf("first sink: %v, want ErrBatchRejected", err)
+	}
+	confirmed := tr1.Watermark()
+	s1.Close()
+
+	s2, _ := newSink(t, c, OnPoisonPark, time.Minute, setup, func(cfg *sinkSetup) { cfg.Tracker = checkpoint.New(confirmed) })
+	ctx := context.Background()
+	for _, x := range txs {
+		if x.EndLSN <= confirmed {
+			continue
+		}
+		if err := s2.Produce(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s2.tracker.Watermark(); got != start+300 {
+		t.Errorf("watermark %s, want %s", got, start+300)
+	}
+	var got []string
+	for _, r := range readAll(t, c, "strict", -1) {
+		got = append(got, header(r, "id"))
+	}
+	if strings.Contains(strings.Join(got, ","), "bad") || strings.Contains(strings.Join(got, ","), "behind") || !strings.Contains(strings.Join(got, ","), "id4") {
+		t.Errorf("topic holds %v: want k1's events only", got)
+	}
+	byID := map[string]*kgo.Record{}
+	for _, r := range readAll(t, c, "walrelay.dlq", -1) {
+		byID[header(r, HeaderEventID)] = r
+	}
+	bad, behind := byID["id-bad"], byID["id-behind"]
+	if bad == nil || behind == nil || len(byID) != 2 {
+		t.Fatalf("dead letters %v, want id-bad and id-behind", byID)
+	}
+	if header(bad, HeaderErrorClass) != "rejected_by_broker" || header(behind, HeaderErrorClass) != ReasonParked ||
+		header(behind, HeaderParkedBehind) != "id-bad" || header(behind, HeaderOriginalHeaders) == "" || header(bad, HeaderParkedAggregate) == "" {
+		t.Errorf("dead letters' headers: bad %v, behind %v", bad.Headers, behind.Headers)
+	}
+	var parks []string
+	for _, r := range readAll(t, c, DefaultCheckpointTopic, -1) {
+		if strings.HasPrefix(string(r.Key), kafkastate.ParkPrefix) {
+			parks = append(parks, string(r.Value))
+		}
+	}
+	if len(parks) != 2 || !strings.Contains(parks[1], `"first_event_id":"id-bad"`) || !strings.Contains(parks[1], `"events":2`) {
+		t.Errorf("park records %q, want two, the second through id-behind", parks)
+	}
+}
