@@ -1,6 +1,7 @@
 // Package kafkastate is walrelay's durable state on its compacted topic
-// (--checkpoint-topic): slot markers and exactly-once checkpoint records;
-// never read on the hot path.
+// (--checkpoint-topic): slot markers, exactly-once checkpoint records and
+// parked aggregates (park.go, --on-poison=park); never read on the hot
+// path.
 //
 // Input: a slot's identity and its last confirmed LSN (markers, marker.go);
 // a Kafka transaction's last PostgreSQL transaction (checkpoints,

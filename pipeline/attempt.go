@@ -68,6 +68,8 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		if deps.Source, err = checkpointSource(ctx, r.rc); err != nil {
 			return onPostgres(err)
 		}
+	} else if sc.OnPoison == sink.OnPoisonPark {
+		deps.Source = kafkastate.Source{Slot: r.rc.Slot, Database: st.Database, SystemID: st.SystemID}
 	}
 	snk, err := sink.New(sc, deps, r.log)
 	if err != nil {

@@ -102,7 +102,11 @@ func Check(ctx context.Context, cfg Config, o CheckOptions) []CheckResult {
 		ch.Warnings = append(ch.Warnings, o.StandbyWarnings...)
 		results = append(results, CheckResult{Check: ch})
 	}
-	for i, ch := range sink.Preflight(ctx, sc, kafkastate.Preflight(mc.Topic, sc.CreateTopics)) {
+	probes := []sink.Probe{kafkastate.Preflight(mc.Topic, sc.CreateTopics)}
+	if sc.OnPoison == sink.OnPoisonPark {
+		probes = append(probes, kafkastate.PreflightParked(sc.CheckpointTopic, sc.Brokers, sc.Kafka))
+	}
+	for i, ch := range sink.Preflight(ctx, sc, probes...) {
 		if i == 0 {
 			// N.B. check reports warnings as WARN lines, as Preflight's.
 			ch.Warnings = append(ch.Warnings, o.KafkaWarnings...)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 // Admission decides what becomes of each event of a part before its
@@ -31,6 +32,8 @@ const (
 	deadLetter                // a dead-letter record in its place (--on-poison=dead-letter)
 	halt                      // the relay stops: nothing from it on is confirmed (--on-poison=halt)
 	recount                   // its topic's partitions must be counted again before it is decided
+	parkNew                   // dead-lettered, and its aggregate parked behind it (--on-poison=park)
+	parkBehind                // dead-lettered behind its parked aggregate's first (--on-poison=park)
 )
 
 // cause is why an event is not produced.
@@ -61,6 +64,9 @@ type gate struct {
 	partitions map[string]int32 // partition counts of the topics checked
 	isoThrough pglogrepl.LSN    // isolating the transactions up to this commit LSN
 	isoTopics  map[string]bool  // of these topics; nil when not isolating
+	// parked says whether an event's aggregate is parked (--on-poison=park;
+	// nil otherwise): a lookup in the sink's parked set (park.go).
+	parked func(topic string, key []byte, pos kafkastate.Pos) bool
 }
 
 // gate returns what admission knows for a part whose refused topics are
@@ -69,6 +75,11 @@ func (s *Sink) gate(refused map[string]error) gate {
 	g := gate{halt: s.cfg.OnPoison == OnPoisonHalt, refused: refused, caps: s.known, partitions: s.partitions, isoThrough: s.isoThrough}
 	if m := s.isoTopics.Load(); m != nil {
 		g.isoTopics = *m
+	}
+	if s.parks != nil {
+		g.parked = func(topic string, key []byte, pos kafkastate.Pos) bool {
+			return s.parks.lookup(s.deps.Source, topic, key, pos)
+		}
 	}
 	return g
 }
@@ -125,4 +136,21 @@ func deadLetterReason(err error) string {
 		return ReasonTopicLimit
 	}
 	return "rejected_by_broker"
+}
+
+// park applies --on-poison=park to verdict v of event ev at pos: an event
+// of a parked aggregate is dead-lettered behind it, whatever it is; a
+// poison event with an aggregate parks it. An event without a key (or a
+// topic) names no aggregate: v stands.
+func (g *gate) park(v verdict, ev *decode.Event, pos kafkastate.Pos) verdict {
+	if g.parked == nil || v.outcome == recount || len(ev.Key) == 0 || ev.Topic == "" {
+		return v
+	}
+	switch {
+	case g.parked(ev.Topic, ev.Key, pos):
+		v.outcome = parkBehind
+	case v.outcome == deadLetter:
+		v.outcome = parkNew
+	}
+	return v
 }

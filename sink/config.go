@@ -79,7 +79,8 @@ type Config struct {
 	// Kafka is how the sink's clients reach Kafka: TLS and SASL
 	// (kafkaconn.Security.Resolve). Default zero: plaintext, no SASL.
 	Kafka kafkaconn.Conn
-	// OnPoison is OnPoisonDeadLetter (default) or OnPoisonHalt.
+	// OnPoison is OnPoisonDeadLetter (default), OnPoisonPark (park.go) or
+	// OnPoisonHalt.
 	OnPoison string
 	// DeadLetterTopic receives poison events. Default "walrelay.dlq".
 	DeadLetterTopic string
@@ -212,8 +213,8 @@ func (c Config) Validate() error {
 	if c.TopicPartitions < 1 {
 		errs = append(errs, fmt.Errorf("topic partitions %d: want at least 1", c.TopicPartitions))
 	}
-	if c.OnPoison != OnPoisonDeadLetter && c.OnPoison != OnPoisonHalt {
-		errs = append(errs, fmt.Errorf("on-poison %q: want %s or %s", c.OnPoison, OnPoisonDeadLetter, OnPoisonHalt))
+	if c.OnPoison != OnPoisonDeadLetter && c.OnPoison != OnPoisonHalt && c.OnPoison != OnPoisonPark {
+		errs = append(errs, fmt.Errorf("on-poison %q: want %s, %s or %s", c.OnPoison, OnPoisonDeadLetter, OnPoisonPark, OnPoisonHalt))
 	}
 	if err := decode.ValidTopic(c.DeadLetterTopic); err != nil {
 		errs = append(errs, fmt.Errorf("dead-letter topic: %w", err))
@@ -274,7 +275,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Compression, "kafka-compression", "lz4", "record batch compression: none, gzip, snappy, lz4 or zstd")
 	cli.DurationVar(fs, &c.DeliveryTimeout, "kafka-delivery-timeout", 2*time.Minute, "how long a record may wait for Kafka's acknowledgement after it is handed to the client, retries included, before it fails and streaming restarts from the last confirmed position; a transaction may take longer")
 	cli.DurationVar(fs, &c.Linger, "kafka-linger", 5*time.Millisecond, "how long a partition waits for more records before sending (Java's linger.ms; at most 1m, below --kafka-delivery-timeout; 0: never) while transactions come fast enough for it to gather 10 of them (2,000/s at 5ms); slower, records go as soon as walrelay has caught up with the slot; what lingers goes at once when walrelay waits for room under --max-inflight-bytes")
-	fs.StringVar(&c.OnPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (park it in --dlq-topic and go on) or halt (stop without confirming past it)")
+	fs.StringVar(&c.OnPoison, "on-poison", "dead-letter", "an event that cannot become a Kafka record: dead-letter (write it to --dlq-topic and go on), park (dead-letter it and its aggregate's later events until walrelay dlq redrive; docs/dlq.md) or halt (stop without confirming past it)")
 	fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "walrelay.dlq", "dead-letter topic for poison events")
 	cli.BoolVar(fs, &c.ExactlyOnce, "exactly-once", false, "produce each PostgreSQL transaction inside a Kafka transaction with an LSN checkpoint on --checkpoint-topic, and skip on restart what a committed checkpoint covers: read_committed consumers see every event once (see docs/exactly-once.md)")
 	fs.StringVar(&c.CheckpointTopic, "checkpoint-topic", DefaultCheckpointTopic, "compacted Kafka topic of walrelay's checkpoints: the marker of each slot walrelay streamed from (a slot whose marker remains is never created again) and, with --exactly-once, the checkpoint committed in each Kafka transaction; created with cleanup.policy=compact under --create-topics")

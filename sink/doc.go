@@ -15,6 +15,10 @@
 // record's topic is decided on before the topic is created (topics.go):
 // one outside Config.TopicAllow, walrelay's own, or past
 // Config.MaxCreatedTopics is a poison event, never produced there.
+// With OnPoisonPark (park.go) a poison event parks its aggregate (topic
+// and key): its later events are dead-lettered behind it, each with a
+// park record on the state topic acknowledged like its records, until a
+// release record (walrelay dlq) covers them.
 // With Config.ExactlyOnce (exactlyonce.go) the records of whole
 // transactions and a checkpoint record (kafkastate) go into Kafka
 // transactions, and no transaction is acknowledged to the tracker before

@@ -171,6 +171,9 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 		return fmt.Errorf("%w: xid %d, commit lsn %s, produce to topic %s: kafka rejected the record on its own: %w (%s: nothing from this event on is confirmed)",
 			ErrPoison, tx.Xid, tx.CommitLSN, r.Topic, err, why)
 	}
+	if s.parks != nil && len(r.Key) > 0 {
+		return s.parkRejected(ctx, tx, r, err, meta)
+	}
 	dl, ferr := s.deadLetterRejected(r, err, meta)
 	if ferr != nil {
 		return ferr

@@ -38,7 +38,7 @@ func Preflight(ctx context.Context, cfg Config, probes ...Probe) []preflight.Che
 	for _, p := range probes {
 		checks = append(checks, p(ctx, adm))
 	}
-	if cfg.OnPoison != OnPoisonDeadLetter {
+	if cfg.OnPoison != OnPoisonDeadLetter && cfg.OnPoison != OnPoisonPark {
 		return checks
 	}
 	topics, err := adm.ListTopics(ctx, cfg.DeadLetterTopic)

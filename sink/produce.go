@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 // Produce hands one Tx part to Kafka asynchronously: the delivery
@@ -64,6 +65,7 @@ func (s *Sink) beginPart(tx *decode.Tx) error {
 			s.isoTopics.Store(nil)
 		}
 		s.cur = s.tracker.Begin(tx.CommitLSN)
+		s.evIndex = 0
 		s.lastCommit.Store(uint64(tx.CommitLSN))
 	}
 	if s.cur == nil {
@@ -112,10 +114,18 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 			hdrs = hdrs[:start]
 			ev.Err, ev.Reason = v.why, v.reason
 		}
-		if a, err = s.deliver(ctx, tx, ev, r, v, a, meta); err != nil {
+		pos := kafkastate.Pos{LSN: tx.CommitLSN, Index: s.evIndex + uint32(i)}
+		s.curEv, s.curPos = ev, pos // for parkRejected
+		if v = g.park(v, ev, pos); v.outcome == parkNew || v.outcome == parkBehind {
+			a, err = s.parkEvent(ctx, tx, ev, r, v, pos, a, meta)
+		} else {
+			a, err = s.deliver(ctx, tx, ev, r, v, a, meta)
+		}
+		if err != nil {
 			return err
 		}
 	}
+	s.evIndex += uint32(n)
 	s.lingering = true
 	if s.cfg.Linger > 0 {
 		s.rate.Count(time.Now())

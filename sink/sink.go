@@ -17,9 +17,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/decode"
 	"github.com/walrelay/walrelay/internal/budget"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/internal/rate"
+	"github.com/walrelay/walrelay/kafkastate"
 )
 
 // Sink produces events. Produce is called from one goroutine.
@@ -64,6 +66,10 @@ type Sink struct {
 	stampAsked   map[string]error // timestampRetry's decision per topic, under stampMu
 	lastCommit   atomic.Uint64    // commit LSN of the newest transaction begun
 	delivery     delivery         // atLeastOnce, or exactlyOnce with ExactlyOnce
+	parks        *parkSet         // --on-poison=park: the parked aggregates (park.go); nil otherwise
+	evIndex      uint32           // the part's first event's index in its transaction (producing goroutine)
+	curEv        *decode.Event    // the event being delivered, and its position (producing goroutine)
+	curPos       kafkastate.Pos
 
 	errOnce   sync.Once
 	err       error
@@ -230,8 +236,13 @@ func (s *Sink) Start(ctx context.Context) error {
 	if err := s.cl.Ping(ctx); err != nil {
 		return fmt.Errorf("reach kafka at %s: %w", strings.Join(s.cfg.Brokers, ","), err)
 	}
-	if s.cfg.OnPoison == OnPoisonDeadLetter {
+	if s.cfg.OnPoison == OnPoisonDeadLetter || s.parking() {
 		if err := s.ensureTopic(ctx, s.cfg.DeadLetterTopic); err != nil {
+			return err
+		}
+	}
+	if s.parking() {
+		if err := s.startParking(ctx); err != nil {
 			return err
 		}
 	}

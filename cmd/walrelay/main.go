@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/internal/cli"
 )
 
@@ -32,6 +33,7 @@ var commands = []struct {
 	{"setup", "create (or --print) the role, publication and slot walrelay needs", setupCmd},
 	{"import-debezium", "print the settings equivalent to a Debezium connector configuration", importDebeziumCmd},
 	{"health", "probe a running walrelay's /readyz (for container health checks)", healthCmd},
+	{"dlq", "list, show, redrive or discard dead letters and parked aggregates (docs/dlq.md)", dlq.Main},
 	{"version", "print the version", versionCmd},
 	{"help", "print this text", nil}, // realMain: helpCmd would refer to commands
 }

@@ -24,6 +24,7 @@ var WALStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
 // Metrics are walrelay's metrics.
 type Metrics struct {
+	parked   *parkedGauges // --on-poison=park (parked.go)
 	Registry *prometheus.Registry
 
 	published        *prometheus.CounterVec
@@ -133,6 +134,7 @@ func New() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.kafkaTxns, m.SkippedTxns, m.CheckpointLSN, m.CheckpointLagBytes)
+	m.parked = newParked(m.Registry)
 	m.kafkaTxns.WithLabelValues("committed")
 	m.kafkaTxns.WithLabelValues("aborted")
 	m.Registry.MustRegister(m.published, m.DeadLettered, m.Ignored, m.OtherTables, m.MessagesNonTx, m.Transactions, m.ProduceFailures,
@@ -144,7 +146,7 @@ func New() *Metrics {
 	// Every reason shows from the start, so that alerts on increase() see
 	// the first dead letter.
 	for _, r := range []string{"null_key", "empty_key", "null_id", "invalid_topic", "missing_column",
-		"unsupported_type", "bad_value", "too_large", "rejected_by_broker", "topic_not_allowed", "topic_limit", "other"} {
+		"unsupported_type", "bad_value", "too_large", "rejected_by_broker", "topic_not_allowed", "topic_limit", "parked", "other"} {
 		m.DeadLettered.WithLabelValues(r)
 	}
 	for _, s := range states {

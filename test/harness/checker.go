@@ -66,6 +66,12 @@ type Report struct {
 	LostIDs         []string // their ids
 	Phantom         int      // in Kafka, never committed as such (rolled back, unknown id, no id, wrong key)
 	OrderViolations int      // per key, a first occurrence after one later in commit order
+	// Gaps counts keys where an event first appears while an event
+	// committed before it (its key's, in the same topic) has not: a
+	// consumer saw a gap followed by a later event (a missing
+	// OrderCreated before its OrderShipped), whether the missing one comes
+	// later or never.
+	Gaps int
 
 	Duplicates       int // records beyond the first of their event
 	DuplicatedEvents int // events with more than one record
@@ -84,12 +90,12 @@ type Report struct {
 // order per key, and duplicates only after a position confirmed before a
 // fault.
 func (r Report) OK() bool {
-	return r.Lost == 0 && r.Phantom == 0 && r.OrderViolations == 0 && r.UnexplainedDuplicates == 0
+	return r.Lost == 0 && r.Phantom == 0 && r.OrderViolations == 0 && r.Gaps == 0 && r.UnexplainedDuplicates == 0
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("events=%d records=%d faults=%d lost=%d phantom=%d order_violations=%d duplicates=%d duplicated_events=%d max_copies=%d unexplained_duplicates=%d",
-		r.Events, r.Records, r.Faults, r.Lost, r.Phantom, r.OrderViolations, r.Duplicates, r.DuplicatedEvents, r.MaxCopies, r.UnexplainedDuplicates)
+	return fmt.Sprintf("events=%d records=%d faults=%d lost=%d phantom=%d order_violations=%d gaps=%d duplicates=%d duplicated_events=%d max_copies=%d unexplained_duplicates=%d",
+		r.Events, r.Records, r.Faults, r.Lost, r.Phantom, r.OrderViolations, r.Gaps, r.Duplicates, r.DuplicatedEvents, r.MaxCopies, r.UnexplainedDuplicates)
 }
 
 const maxProblems = 20
@@ -111,7 +117,7 @@ func Check(h History) Report {
 	copies := make(map[string]int, len(h.Committed))
 	// N.B. order is per key within a topic: a key's records in another
 	// topic (another aggregate type) are another sequence.
-	type topicKey struct{ topic, key string }
+	type topicKey = gapKeyOf
 	byKey := map[topicKey][]Record{}
 	for _, r := range h.Records {
 		ev, ok := events[r.ID]
@@ -206,6 +212,10 @@ func Check(h History) Report {
 			}
 			high = ev
 		}
+	}
+	rep.Gaps = gaps(h.Committed, byKey)
+	for _, p := range gapProblems(h.Committed, byKey) {
+		rep.problem("%s", p)
 	}
 	return rep
 }
