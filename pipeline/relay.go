@@ -45,6 +45,10 @@ type Config struct {
 	// NullSink acknowledges every event at once without Kafka (sink.Deps's
 	// Null): the bench build's --bench-null-sink. Never for production.
 	NullSink bool
+	// StandbyURL is a physical standby that synchronizes the slot
+	// (PostgreSQL 17+; "": none): the relay makes its copy synchronizable
+	// and reports it (keepSyncReady).
+	StandbyURL string
 }
 
 // Validate reports every problem with the stages' configurations at once.
@@ -75,6 +79,7 @@ type Relay struct {
 	metrics      *metrics.Metrics
 	lagWarnBytes int64
 	nullSink     bool
+	standbyURL   string
 
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
 	current atomic.Pointer[attemptState]
@@ -127,6 +132,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 		metrics:      m,
 		lagWarnBytes: cfg.LagWarnBytes,
 		nullSink:     cfg.NullSink,
+		standbyURL:   cfg.StandbyURL,
 		abort:        make(chan struct{}),
 		iso:          sink.NewIsolation(),
 		topics:       sink.NewCreatedTopics(),
