@@ -89,6 +89,9 @@ type Relay struct {
 	// failure is the error of the last failed attempt, for /readyz while
 	// the relay restarts.
 	failure atomic.Pointer[string]
+	// held says whether PostgreSQL holds the stream back for
+	// synchronized_standby_slots (heldback.go).
+	held heldBack
 
 	abort     chan struct{}
 	abortOnce sync.Once

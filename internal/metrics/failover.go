@@ -10,8 +10,8 @@ import (
 // only when walrelay watches a standby (--pg-standby-url), so that it is
 // absent rather than 0 without one.
 type failoverGauges struct {
-	readyOnce sync.Once
-	ready     prometheus.Gauge
+	readyOnce, heldOnce sync.Once
+	ready, held         prometheus.Gauge
 }
 
 // SetFailoverReady sets walrelay_failover_ready: 1 while the standby named
@@ -29,6 +29,23 @@ func (m *Metrics) SetFailoverReady(ready bool) {
 		m.Registry.MustRegister(m.failover.ready)
 	})
 	m.failover.ready.Set(b2f(ready))
+}
+
+// SetHeldBack sets walrelay_stream_held_back: 1 while PostgreSQL holds the
+// stream back for a standby named in synchronized_standby_slots that does
+// not confirm (pipeline's held-back detection).
+func (m *Metrics) SetHeldBack(held bool) {
+	if m == nil {
+		return
+	}
+	m.failover.heldOnce.Do(func() {
+		m.failover.held = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_stream_held_back",
+			Help: "1 while PostgreSQL holds the logical stream back waiting for a physical slot named in synchronized_standby_slots that no standby confirms (missing, inactive or invalidated): fix the setting (docs/failover.md).",
+		})
+		m.Registry.MustRegister(m.failover.held)
+	})
+	m.failover.held.Set(b2f(held))
 }
 
 func b2f(b bool) float64 {
