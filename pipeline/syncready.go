@@ -113,7 +113,14 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 					log.Info("failover ready: the standby holds a synchronized copy of the slot", zap.Stringer("lsn", ss.Confirmed),
 						zap.Duration("after_streaming", time.Since(streamed).Round(time.Millisecond)))
 				} else {
-					log.Warn("not failover ready: the standby's copy of the slot would not serve after a promotion; walrelay makes it synchronizable",
+					// N.B. at a start the copy is not ready yet as a
+					// rule: a warning only when a ready copy stops
+					// being.
+					lvl := zap.InfoLevel
+					if known {
+						lvl = zap.WarnLevel
+					}
+					log.Log(lvl, "not failover ready: the standby's copy of the slot would not serve after a promotion; walrelay makes it synchronizable",
 						zap.String("reason", strings.Join(ss.Problems(r.rc.Slot), "; ")))
 				}
 				ready, known = now, true
