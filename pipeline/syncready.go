@@ -71,10 +71,7 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 		// N.B. one record at a time: the slot keeps one catalog_xmin
 		// candidate until it is confirmed, so a second record logged
 		// before that is passed over.
-		if pending != 0 {
-			if stream.Confirmed() < pending {
-				continue
-			}
+		if pending != 0 && stream.Confirmed() >= pending {
 			pending = 0
 			if r.standbyURL != "" && !noWake {
 				wctx, cancel := context.WithTimeout(ctx, r.pollInterval())
@@ -85,7 +82,6 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 					log.Warn("cannot wake the standby's slot sync worker: it synchronizes the slot at its next cycle, up to 30 s later; to let walrelay wake it, GRANT EXECUTE ON FUNCTION pg_reload_conf() TO the walrelay role (on the primary)", zap.Error(err))
 				}
 			}
-			continue
 		}
 		if r.standbyURL != "" {
 			poll := nudgeGap / 2
@@ -133,6 +129,11 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 			}
 		} else if time.Since(streamed) > blindNudges {
 			return nil
+		}
+		// N.B. a record not yet confirmed (a stream held back) waits:
+		// the standby's copy is read all the same.
+		if pending != 0 {
+			continue
 		}
 		// N.B. a copy that stays unready (a standby set up wrong) gets a
 		// record every 15 s after the first ten, as the bgwriter's pace.
