@@ -141,8 +141,11 @@ func privilege(err error) error {
 	return err
 }
 
-// Ready says whether the copy would serve after a promotion: synchronized,
-// persistent (not temporary) and valid.
+// Ready says whether the copy would serve after a promotion: on a server
+// still in recovery, synchronized, persistent (not temporary) and valid.
+//
+// N.B. a promoted standby keeps its copy with synced = true: it serves this
+// failover, never the next one.
 func (ss StandbySlot) Ready() bool {
-	return ss.Exists && ss.Synced && !ss.Temporary && ss.Invalidation == ""
+	return ss.InRecovery && ss.Exists && ss.Synced && !ss.Temporary && ss.Invalidation == ""
 }

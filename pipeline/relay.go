@@ -92,6 +92,9 @@ type Relay struct {
 	// held says whether PostgreSQL holds the stream back for
 	// synchronized_standby_slots (heldback.go).
 	held heldBack
+	// failoverReady is what keepSyncReady last saw of the standby's copy
+	// (0 not yet read, 1 ready, 2 not ready), kept across attempts.
+	failoverReady atomic.Int32
 
 	abort     chan struct{}
 	abortOnce sync.Once

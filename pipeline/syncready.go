@@ -52,6 +52,9 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 		lastProblem        string
 		rounds             int
 	)
+	// N.B. across attempts: a copy that was ready before a reconnect and
+	// is not after it stopped being ready.
+	known, ready = r.failoverReady.Load() != 0, r.failoverReady.Load() == 1
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -64,6 +67,9 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 		}
 		if !stream.Streaming() {
 			continue
+		}
+		if streamed.IsZero() {
+			log.Debug("keeping the standby's copy of the slot synchronizable", zap.Bool("known", known), zap.Bool("ready", ready))
 		}
 		if streamed.IsZero() {
 			streamed = time.Now()
@@ -103,8 +109,9 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 				continue
 			}
 			lastProblem = ""
+			log.Debug("read the standby's copy of the slot", zap.Bool("ready", ss.Ready()), zap.Bool("in_recovery", ss.InRecovery), zap.Bool("exists", ss.Exists))
+			r.metrics.SetFailoverReady(ss.Ready())
 			if now := ss.Ready(); now != ready || !known {
-				r.metrics.SetFailoverReady(now)
 				if now {
 					log.Info("failover ready: the standby holds a synchronized copy of the slot", zap.Stringer("lsn", ss.Confirmed),
 						zap.Duration("after_streaming", time.Since(streamed).Round(time.Millisecond)))
@@ -121,6 +128,11 @@ func (r *Relay) keepSyncReady(ctx context.Context, done <-chan struct{}, stream 
 				}
 				ready, known = now, true
 				rounds = 0
+				state := int32(2)
+				if now {
+					state = 1
+				}
+				r.failoverReady.Store(state)
 			}
 			// N.B. a server out of recovery (promoted) has no copy to
 			// make ready: nothing is logged for it.

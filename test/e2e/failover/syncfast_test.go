@@ -20,8 +20,9 @@ import (
 // standby's copy of the slot becomes synchronized (synced, persistent,
 // valid); walrelay_failover_ready says 1 and the log says when. Then the
 // primary is killed (SIGKILL) at that point and the standby promoted:
-// walrelay resumes from the synchronized copy and every committed event is
-// in Kafka, read back to the end offsets (lost 0).
+// walrelay resumes from the synchronized copy, says the promoted server
+// holds no copy for a next failover (walrelay_failover_ready 0), and every
+// committed event is in Kafka, read back to the end offsets (lost 0).
 //
 // The figure is the time from walrelay's first status update (its
 // walsender holds the slot) to the standby's synchronized copy.
@@ -105,6 +106,16 @@ func readyThenKill(t *testing.T) time.Duration {
 	relay.WaitStreaming()
 	if relay.Exited() {
 		t.Fatalf("walrelay exited after the failover: %v", relay.Err())
+	}
+	// The standby is the primary now: no copy serves a next failover, and
+	// walrelay says so.
+	harness.WaitFor(t, time.Minute, "walrelay_failover_ready to be 0 after the promotion", func() bool {
+		v, ok := relay.MetricOK("walrelay_failover_ready")
+		return ok && v == 0
+	})
+	if !strings.Contains(relay.Log(), `"msg":"not failover ready: the standby's copy of the slot would not serve after a promotion`) ||
+		!strings.Contains(relay.Log(), "pg_is_in_recovery() is false") {
+		t.Errorf("walrelay did not log that the copy stopped being ready, and why; log:\n%s", relay.Log())
 	}
 	before := w.Committed()
 	harness.WaitFor(t, 2*time.Minute, "the writers to commit 100 more events on the new primary", func() bool {
