@@ -31,6 +31,12 @@ func QueryStandbySlot(ctx context.Context, standbyURL, slot string) (StandbySlot
 		return ss, fmt.Errorf("connect to standby: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	return queryStandbySlot(ctx, conn, slot)
+}
+
+// queryStandbySlot reads slot on the standby conn is connected to.
+func queryStandbySlot(ctx context.Context, conn *pgx.Conn, slot string) (StandbySlot, error) {
+	var ss StandbySlot
 	var num int
 	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, pg_is_in_recovery(),
 		current_setting('hot_standby_feedback'), current_setting('primary_slot_name')`).Scan(&num, &ss.InRecovery, &ss.HotStandbyFeedback, &ss.PrimarySlot); err != nil {
@@ -43,7 +49,7 @@ func QueryStandbySlot(ctx context.Context, standbyURL, slot string) (StandbySlot
 		return ss, fmt.Errorf("read standby settings: %w", err)
 	}
 	var confirmed, reason *string
-	err = conn.QueryRow(ctx, `SELECT synced, temporary, invalidation_reason, confirmed_flush_lsn::text
+	err := conn.QueryRow(ctx, `SELECT synced, temporary, invalidation_reason, confirmed_flush_lsn::text
 		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&ss.Synced, &ss.Temporary, &reason, &confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ss, nil

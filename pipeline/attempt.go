@@ -115,6 +115,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	})
 	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr, ver) })
 	g.Go(func() error { return r.keepMarker(gctx, pipelineDone, ms, st, stream) })
+	g.Go(func() error { return r.keepSyncReady(gctx, pipelineDone, stream, st.Failover) })
 	return g.Wait()
 }
 

@@ -97,6 +97,11 @@ func Check(ctx context.Context, cfg Config, o CheckOptions) []CheckResult {
 	if rc.Messages && !failed["connect to PostgreSQL"] {
 		results = append(results, CheckResult{Check: pgcatalog.MessagesCheck(ctx, rc.ConnString, dc)})
 	}
+	if !failed["connect to PostgreSQL"] && !dc.NoTables {
+		if ch, ok := pgcatalog.PartmanCheck(ctx, rc.ConnString, rc.Tables, pgcatalog.RecoveryWindow); ok {
+			results = append(results, CheckResult{Check: ch})
+		}
+	}
 	if o.StandbyURL != "" {
 		ch := pgcatalog.StandbyCheck(ctx, rc.ConnString, rc.Slot, o.StandbyURL)
 		ch.Warnings = append(ch.Warnings, o.StandbyWarnings...)

@@ -49,6 +49,10 @@ type Config struct {
 	// Recovery says whether the relay recovers a missing slot from the
 	// outbox table and backfills a new one (recovery.go).
 	Recovery recovery.Options
+	// StandbyURL is a physical standby that synchronizes the slot
+	// (PostgreSQL 17+; "": none): the relay makes its copy synchronizable
+	// and reports it (keepSyncReady).
+	StandbyURL string
 }
 
 // Validate reports every problem with the stages' configurations at once.
@@ -80,6 +84,7 @@ type Relay struct {
 	lagWarnBytes int64
 	nullSink     bool
 	recovery     recovery.Config
+	standbyURL   string
 
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
 	current atomic.Pointer[attemptState]
@@ -89,6 +94,12 @@ type Relay struct {
 	// failure is the error of the last failed attempt, for /readyz while
 	// the relay restarts.
 	failure atomic.Pointer[string]
+	// held says whether PostgreSQL holds the stream back for
+	// synchronized_standby_slots (heldback.go).
+	held heldBack
+	// failoverReady is what keepSyncReady last saw of the standby's copy
+	// (0 not yet read, 1 ready, 2 not ready), kept across attempts.
+	failoverReady atomic.Int32
 
 	abort     chan struct{}
 	abortOnce sync.Once
@@ -135,6 +146,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 		lagWarnBytes: cfg.LagWarnBytes,
 		nullSink:     cfg.NullSink,
 		recovery:     cfg.RecoveryConfig(),
+		standbyURL:   cfg.StandbyURL,
 		abort:        make(chan struct{}),
 		iso:          sink.NewIsolation(),
 		topics:       sink.NewCreatedTopics(),

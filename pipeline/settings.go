@@ -35,6 +35,9 @@ type Settings struct {
 	Tables, Source, Brokers, HeaderColumns, EnvelopeColumns, NullableColumns string
 	// PGURLFile holds the connection string instead of Replication.ConnString.
 	PGURLFile string
+	// StandbyURL is a physical standby of the server (--pg-standby-url, "":
+	// none): Config.StandbyURL.
+	StandbyURL string
 	// MaxMessageBytes is both the decoder's record limit and the sink's
 	// batch limit; TopicPartitions and TopicReplicationFactor are the
 	// sink's, range-checked.
@@ -71,6 +74,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.HeaderColumns, "header-columns", "", "extra headers as column:header pairs, comma-separated (e.g. type:eventType)")
 	cli.SizeVar(fs, &s.MaxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch sent; match the broker's message.max.bytes (a topic whose max.message.bytes is smaller gets batches of that size)")
 	cli.Size64Var(fs, &s.LagWarnBytes, "lag-warn-bytes", 1<<30, "log a warning while the slot's lag exceeds this many bytes (0: never)")
+	fs.StringVar(&s.StandbyURL, "pg-standby-url", "", "connection string of a physical standby that synchronizes the slot (PostgreSQL 17+): run makes the standby's copy synchronizable as soon as it streams and exports walrelay_failover_ready; check and status report whether the standby has it synchronized (synced, not temporary, not invalidated) and how far it is behind the primary's")
 	fs.StringVar(&s.PGURLFile, "pg-url-file", "", "file holding the PostgreSQL connection string, instead of --pg-url (keeps the password off the command line)")
 	fs.StringVar(&s.NullableColumns, "nullable-columns", "payload", "columns declared without NOT NULL, comma-separated: json-schema writes \"optional\":true for them (Debezium reads it from the catalog)")
 	fs.StringVar(&s.EnvelopeColumns, "envelope-columns", "", "make the value {\"payload\":...,ALIAS:column...} with these column:alias pairs, comma-separated (Debezium's column:envelope:alias placement; needs --value-converter json)")
@@ -116,6 +120,11 @@ func (s *Settings) Config() (Config, []string, error) {
 			rc.ConnString = strings.TrimSpace(string(b))
 		}
 	}
+	if s.StandbyURL != "" {
+		if _, _, err := replication.TLSPolicy("--pg-standby-url", s.StandbyURL, rc.RequireVerifiedTLS); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if !s.NoKafka {
 		conn, w, err := s.Kafka.Resolve()
 		if err != nil {
@@ -158,7 +167,7 @@ func (s *Settings) Config() (Config, []string, error) {
 	if len(sc.Brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is empty: name at least one host:port"))
 	}
-	pc := Config{Replication: rc, Decode: dc, Sink: sc, LagWarnBytes: s.LagWarnBytes, NullSink: s.NullSink, Recovery: s.Recovery,
+	pc := Config{Replication: rc, Decode: dc, Sink: sc, LagWarnBytes: s.LagWarnBytes, NullSink: s.NullSink, Recovery: s.Recovery, StandbyURL: s.StandbyURL,
 		Marker: kafkastate.Config{Brokers: sc.Brokers, Kafka: sc.Kafka, Topic: sc.CheckpointTopic, CreateTopic: sc.CreateTopics, ReplicationFactor: sc.TopicReplicationFactor}}
 	if err := pc.Validate(); err != nil {
 		errs = append(errs, err)

@@ -35,6 +35,9 @@ func (r *Relay) Ready() (bool, string) {
 		}
 		return false, "not streaming: " + state
 	}
+	if held := r.held.reason.Load(); held != nil {
+		return false, *held
+	}
 	if at := r.kafkaAnswered.Load(); at == 0 {
 		return false, "kafka does not answer"
 	} else if quiet := time.Since(time.Unix(0, at)); quiet > r.kafkaGrace() {

@@ -95,6 +95,9 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 				cancel()
 				return fmt.Errorf("%w: slot %q has wal_status lost while streaming: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)", replication.ErrSlotLost, r.rc.Slot)
 			}
+			if w, err := slot.StandbyWait(pctx); err == nil {
+				r.held.observe(w, max(stream.Received(), stream.ServerWALEnd(), stream.Confirmed()), r.metrics, r.log, r.rc.Slot)
+			}
 			if r.lagWarnBytes > 0 && st.LagBytes > r.lagWarnBytes && time.Since(lastWarn) > time.Minute {
 				lastWarn = time.Now()
 				r.log.Warn("slot lag above --lag-warn-bytes", zap.String("slot", r.rc.Slot), zap.Int64("lag_bytes", st.LagBytes),

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -17,10 +16,11 @@ import (
 // check. A check that depends on a failed one says it was skipped.
 func checkCmd(args []string, stdout, stderr io.Writer) int {
 	o := pipeline.CheckOptions{}
-	c, code := parseCommand("check", args, stderr, standbyFlag(&o.StandbyURL), nil)
+	c, code := parseCommand("check", args, stderr, nil, nil)
 	if code >= 0 {
 		return code
 	}
+	o.StandbyURL = c.cfg.StandbyURL
 	if o.StandbyURL != "" {
 		var err error
 		if _, o.StandbyWarnings, err = replication.TLSPolicy("--pg-standby-url", o.StandbyURL, c.cfg.Replication.RequireVerifiedTLS); err != nil {
@@ -64,11 +64,4 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "all %d checks passed%s\n", len(results), extra)
 	return exitOK
-}
-
-// standbyFlag adds --pg-standby-url (check and status).
-func standbyFlag(url *string) func(*flag.FlagSet) {
-	return func(fs *flag.FlagSet) {
-		fs.StringVar(url, "pg-standby-url", "", "connection string of a physical standby (PostgreSQL 17+): check and status report whether it has the slot synchronized (synced, not temporary, not invalidated) and how far it is behind the primary's")
-	}
 }

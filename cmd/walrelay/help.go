@@ -18,8 +18,8 @@ var listedFlags = map[string][]string{
 		"id-column", "key-column", "payload-column", "header-columns", "topic", "brokers", "create-topics", "on-poison", "dlq-topic",
 		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-tls-server-name",
 		"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file", "kafka-allow-sasl-plain-without-tls", "pg-require-verified-tls",
-		"source", "message-prefix"},
-	"status": {"pg-url", "pg-url-file", "slot", "publication", "pg-require-verified-tls"},
+		"source", "message-prefix", "pg-standby-url"},
+	"status": {"pg-url", "pg-url-file", "slot", "publication", "pg-require-verified-tls", "pg-standby-url"},
 	"setup":  {"pg-url", "pg-url-file", "publication", "slot", "table", "pg-require-verified-tls", "source", "message-prefix"},
 }
 
@@ -46,7 +46,7 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 // otherEnv are the WALRELAY_* variables that are no flag of run: the other
 // commands' own flags and the passwords.
 var otherEnv = []string{envName("kafka-sasl-password"), "WALRELAY_SETUP_ROLE_PASSWORD", envName("print"), envName("role"), envName("rotate-password"), envName("url"),
-	envName("pg-standby-url"), envName("format")}
+	envName("format")}
 
 // envWarnings names each WALRELAY_* variable in the environment that is no
 // walrelay setting (and so is ignored), with the closest one that is.

@@ -14,11 +14,11 @@ import (
 // statusCmd prints the slot's state and lag. It exits 2 when the slot is
 // missing and 3 when it is lost.
 func statusCmd(args []string, stdout, stderr io.Writer) int {
-	var standbyURL string
-	c, code := parseCommand("status", args, stderr, standbyFlag(&standbyURL), nil)
+	c, code := parseCommand("status", args, stderr, nil, nil)
 	if code >= 0 {
 		return code
 	}
+	standbyURL := c.cfg.StandbyURL
 	rc := c.pc.Replication
 	if err := pipeline.LogTLSWarnings(c.pc.Replication, standbyURL, c.log); err != nil {
 		fmt.Fprintf(stderr, "walrelay: invalid configuration:\n%v", cli.Indent(err))

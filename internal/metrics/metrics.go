@@ -54,6 +54,8 @@ type Metrics struct {
 	CheckpointLSN      prometheus.Gauge
 	CheckpointLagBytes prometheus.Gauge
 
+	failover failoverGauges
+
 	mu      sync.Mutex
 	current string
 }

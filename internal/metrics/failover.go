@@ -1,0 +1,56 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// failoverGauges are registered at their first use: walrelay_failover_ready
+// only when walrelay watches a standby (--pg-standby-url), so that it is
+// absent rather than 0 without one.
+type failoverGauges struct {
+	readyOnce, heldOnce sync.Once
+	ready, held         prometheus.Gauge
+}
+
+// SetFailoverReady sets walrelay_failover_ready: 1 while the standby named
+// by --pg-standby-url holds a synchronized, valid, persistent copy of the
+// slot.
+func (m *Metrics) SetFailoverReady(ready bool) {
+	if m == nil {
+		return
+	}
+	m.failover.readyOnce.Do(func() {
+		m.failover.ready = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_failover_ready",
+			Help: "1 while the standby named by --pg-standby-url holds a synchronized, valid, non-temporary copy of the slot (a promotion of it keeps the slot); absent without --pg-standby-url.",
+		})
+		m.Registry.MustRegister(m.failover.ready)
+	})
+	m.failover.ready.Set(b2f(ready))
+}
+
+// SetHeldBack sets walrelay_stream_held_back: 1 while PostgreSQL holds the
+// stream back for a standby named in synchronized_standby_slots that does
+// not confirm (pipeline's held-back detection).
+func (m *Metrics) SetHeldBack(held bool) {
+	if m == nil {
+		return
+	}
+	m.failover.heldOnce.Do(func() {
+		m.failover.held = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_stream_held_back",
+			Help: "1 while PostgreSQL holds the logical stream back waiting for a physical slot named in synchronized_standby_slots that no standby confirms (missing, inactive or invalidated): fix the setting (docs/failover.md).",
+		})
+		m.Registry.MustRegister(m.failover.held)
+	})
+	m.failover.held.Set(b2f(held))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
