@@ -94,7 +94,8 @@ type Relay struct {
 	iso *sink.Isolation
 	// topics outlives the attempts: --max-created-topics counts the topics
 	// created since walrelay started, not since the last restart.
-	topics *sink.CreatedTopics
+	topics  *sink.CreatedTopics
+	tracing relayTracing
 }
 
 // attemptState is the live state of one attempt, read by the health
@@ -130,6 +131,10 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 		abort:        make(chan struct{}),
 		iso:          sink.NewIsolation(),
 		topics:       sink.NewCreatedTopics(),
+	}
+	var err error
+	if r.tracing, err = newTracing(cfg, m, log); err != nil { // tracing.go
+		return nil, err
 	}
 	r.register()
 	return r, nil
@@ -171,6 +176,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}()
 	defer r.hist.close()
+	defer r.tracing.flush(r.log, r.rc.ShutdownTimeout)
 	err := r.run(actx, ctx.Done())
 	if err == nil {
 		return ctx.Err()
