@@ -3,6 +3,7 @@ package tracing
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
@@ -24,22 +25,109 @@ const (
 
 var w3c = propagation.TraceContext{}
 
-// Parse reads a trace-context value: a java.util.Properties text (the
-// Quarkus outbox extension writes "#<date>\ntraceparent=00-...-01\n",
-// tracestate beside it when set), or a bare W3C traceparent. ok is false
-// when the value holds no valid traceparent.
-func Parse(v []byte) (sc trace.SpanContext, ok bool) {
+// Split finds the traceparent and tracestate values in a trace-context
+// value: a java.util.Properties text (the Quarkus outbox extension writes
+// "#<date>\ntraceparent=00-...-01\n", tracestate beside it when set), or a
+// bare W3C traceparent. ok is false when it holds no valid traceparent
+// (ValidTraceparent). The values are sub-slices of v unless v uses
+// Properties' escapes.
+func Split(v []byte) (traceparent, tracestate []byte, ok bool) {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 {
+		return nil, nil, false
+	}
+	if bytes.HasPrefix(v, []byte("00-")) && !bytes.ContainsAny(v, "=:\n") {
+		return v, nil, ValidTraceparent(v)
+	}
+	if bytes.IndexByte(v, '\\') >= 0 {
+		// N.B. escapes and continued lines: the full reader (rare; the
+		// extension writes none for these values).
+		m := properties(string(v))
+		tp, ts := []byte(m[HeaderTraceparent]), []byte(m[HeaderTracestate])
+		return tp, ts, ValidTraceparent(tp)
+	}
+	for len(v) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(v, '\n'); i >= 0 {
+			line, v = v[:i], v[i+1:]
+		} else {
+			line, v = v, nil
+		}
+		line = bytes.TrimLeft(bytes.TrimRight(line, "\r"), " \t\f")
+		if len(line) == 0 || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		k, val := splitEntry(line)
+		switch {
+		case bytes.EqualFold(k, []byte(HeaderTraceparent)):
+			traceparent = val
+		case bytes.EqualFold(k, []byte(HeaderTracestate)):
+			tracestate = val
+		}
+	}
+	return traceparent, tracestate, ValidTraceparent(traceparent)
+}
+
+// ValidTraceparent reports whether tp is a W3C traceparent walrelay can
+// continue: version 00 (55 characters) or a later version (at least 55,
+// the 56th a '-'), never ff; lower-case hex ids, neither all zeros.
+func ValidTraceparent(tp []byte) bool {
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return false
+	}
+	if !lowerHex(tp[0:2]) || string(tp[0:2]) == "ff" || !lowerHex(tp[53:55]) {
+		return false
+	}
+	if string(tp[0:2]) == "00" && len(tp) != 55 || len(tp) > 55 && tp[55] != '-' {
+		return false
+	}
+	return lowerHex(tp[3:35]) && !zeros(tp[3:35]) && lowerHex(tp[36:52]) && !zeros(tp[36:52])
+}
+
+func lowerHex(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func zeros(b []byte) bool {
+	for _, c := range b {
+		if c != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// Parse reads a trace-context value (Split) into a remote span context.
+func Parse(v []byte) (sc trace.SpanContext, ok bool) {
+	tp, ts, ok := Split(v)
+	if !ok {
 		return sc, false
 	}
-	carrier := propagation.MapCarrier{}
-	if bytes.HasPrefix(v, []byte("00-")) && !bytes.ContainsAny(v, "=:\n") {
-		carrier[HeaderTraceparent] = string(v)
-	} else {
-		carrier = properties(string(v))
+	return spanContext(tp, ts)
+}
+
+// spanContext is the span context of a valid traceparent and a
+// tracestate (a malformed tracestate is dropped, as the W3C propagator
+// does).
+func spanContext(tp, ts []byte) (trace.SpanContext, bool) {
+	var cfg trace.SpanContextConfig
+	_, _ = hex.Decode(cfg.TraceID[:], tp[3:35])
+	_, _ = hex.Decode(cfg.SpanID[:], tp[36:52])
+	var flags [1]byte
+	_, _ = hex.Decode(flags[:], tp[53:55])
+	cfg.TraceFlags = trace.TraceFlags(flags[0]) & trace.FlagsSampled
+	cfg.Remote = true
+	if len(ts) > 0 {
+		if state, err := trace.ParseTraceState(string(ts)); err == nil {
+			cfg.TraceState = state
+		}
 	}
-	sc = trace.SpanContextFromContext(w3c.Extract(context.Background(), carrier))
+	sc := trace.NewSpanContext(cfg)
 	return sc, sc.IsValid()
 }
 
@@ -85,7 +173,7 @@ func continued(line string) bool {
 }
 
 // splitEntry splits a logical line into its key and value (still escaped).
-func splitEntry(line string) (k, v string) {
+func splitEntry[T string | []byte](line T) (k, v T) {
 	end := len(line)
 	for i := 0; i < len(line); i++ {
 		c := line[i]
@@ -99,11 +187,19 @@ func splitEntry(line string) (k, v string) {
 		}
 	}
 	k, rest := line[:end], line[end:]
-	rest = strings.TrimLeft(rest, " \t\f")
-	if rest != "" && (rest[0] == '=' || rest[0] == ':') {
-		rest = strings.TrimLeft(rest[1:], " \t\f")
+	rest = trimBlanks(rest)
+	if len(rest) > 0 && (rest[0] == '=' || rest[0] == ':') {
+		rest = trimBlanks(rest[1:])
 	}
 	return k, rest
+}
+
+// trimBlanks drops the blanks Properties skips before a key or a value.
+func trimBlanks[T string | []byte](s T) T {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t' || s[0] == '\f') {
+		s = s[1:]
+	}
+	return s
 }
 
 // unescape resolves Properties' backslash escapes.

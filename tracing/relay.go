@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"encoding/hex"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,40 +72,60 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 	if len(ev.TraceContext) == 0 {
 		return hdrs
 	}
-	sc, ok := Parse(ev.TraceContext)
+	tp, ts, ok := Split(ev.TraceContext)
 	if !ok {
 		// N.B. never a poison event: the event goes out without a parent.
 		t.malformed.Inc()
 		return hdrs
 	}
 	t.valid.Inc()
-	if t.tracer != nil {
-		ctx, span := t.tracer.Start(trace.ContextWithRemoteSpanContext(r.Context, sc), SpanName,
-			trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(tx.CommitTime))
-		if span.IsRecording() {
-			// N.B. attributes only on sampled spans: an unsampled event
-			// costs a span context, not its attributes.
-			span.SetAttributes(t.system, t.opType,
-				attribute.String("messaging.operation.name", "send"),
-				attribute.String("messaging.destination.name", r.Topic),
-				attribute.String("messaging.message.id", string(ev.ID)),
-				attribute.String("messaging.kafka.message.key", string(ev.Key)),
-				t.dbSystem, t.database,
-				attribute.String("db.collection.name", ev.Table),
-				attribute.String("db.lsn", tx.CommitLSN.String()),
-				attribute.Int64("db.txId", int64(tx.Xid)),
-			)
+	if t.tracer == nil {
+		// N.B. not exporting: the writer's context, as written.
+		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTraceparent, Value: tp})
+		if len(ts) > 0 {
+			hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTracestate, Value: ts})
 		}
-		r.Context = ctx
-		// N.B. the SDK gives the child the parent's tracestate.
-		sc = span.SpanContext()
+		return hdrs
 	}
-	tp, ts := Headers(sc)
-	hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTraceparent, Value: []byte(tp)})
-	if ts != "" {
-		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTracestate, Value: []byte(ts)})
+	sc, _ := spanContext(tp, ts)
+	ctx, span := t.tracer.Start(trace.ContextWithRemoteSpanContext(r.Context, sc), SpanName,
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(tx.CommitTime))
+	if span.IsRecording() {
+		// N.B. attributes only on sampled spans: an unsampled event costs
+		// a span context, not its attributes.
+		span.SetAttributes(t.system, t.opType,
+			attribute.String("messaging.operation.name", "send"),
+			attribute.String("messaging.destination.name", r.Topic),
+			attribute.String("messaging.message.id", string(ev.ID)),
+			attribute.String("messaging.kafka.message.key", string(ev.Key)),
+			t.dbSystem,
+			attribute.String("db.collection.name", ev.Table),
+			attribute.String("db.lsn", tx.CommitLSN.String()),
+			attribute.Int64("db.txId", int64(tx.Xid)),
+		)
+		if t.database.Value.AsString() != "" {
+			span.SetAttributes(t.database)
+		}
+	}
+	r.Context = ctx
+	hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTraceparent, Value: traceparent(span.SpanContext())})
+	// N.B. the SDK gives the child its parent's tracestate: the writer's.
+	if span.SpanContext().TraceState().Len() > 0 {
+		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTracestate, Value: ts})
 	}
 	return hdrs
+}
+
+// traceparent renders sc as a W3C traceparent (version 00).
+func traceparent(sc trace.SpanContext) []byte {
+	b := make([]byte, 0, 55)
+	b = append(b, "00-"...)
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	return hex.AppendEncode(b, []byte{byte(sc.TraceFlags() & trace.FlagsSampled)})
 }
 
 // Acked ends record r's span: acknowledged (err nil; the partition and
