@@ -16,4 +16,18 @@ type Tracer interface {
 	// Acked is called once per record Record saw, when Kafka acknowledged
 	// it (err nil) or it finally failed.
 	Acked(r *kgo.Record, err error)
+	// DeadLettered is called instead of Acked for a record Record saw
+	// that is dead-lettered (why) rather than produced.
+	DeadLettered(r *kgo.Record, why error)
+}
+
+// traceHeaders appends the W3C trace headers of src to dst: a dead
+// letter keeps its record's context.
+func traceHeaders(dst, src []kgo.RecordHeader) []kgo.RecordHeader {
+	for _, h := range src {
+		if h.Key == "traceparent" || h.Key == "tracestate" {
+			dst = append(dst, h)
+		}
+	}
+	return dst
 }

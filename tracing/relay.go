@@ -116,6 +116,21 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 	return hdrs
 }
 
+// DeadLettered ends record r's span: the record was dead-lettered (why)
+// instead of produced; the dead letter keeps its trace headers.
+func (t *Relay) DeadLettered(r *kgo.Record, why error) {
+	if t.tracer == nil || r.Context == nil {
+		return
+	}
+	span := trace.SpanFromContext(r.Context)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetStatus(codes.Error, why.Error())
+	span.SetAttributes(attribute.Bool("walrelay.dead_lettered", true))
+	span.End()
+}
+
 // traceparent renders sc as a W3C traceparent (version 00).
 func traceparent(sc trace.SpanContext) []byte {
 	b := make([]byte, 0, 55)

@@ -72,11 +72,16 @@ func TestTracingThroughOutbox(t *testing.T) {
 	writerTracer := tp.Tracer("e2e-writer")
 
 	c := e.Collect(t)
+	// A topic too small for one event: its record is dead-lettered.
+	small := "outbox.event." + e.AggType(1)
+	e2etest.CreateTopicWithLimit(t, e, small, 1024)
+	dlq := e.Prefix + ".dlq"
+	dc := e.DLQCollector(t, dlq)
 	relay := e.StartEnv(t, []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.HTTP, // http/protobuf, the default protocol
 		"OTEL_SERVICE_NAME=walrelay-e2e",
 		"OTEL_BSP_SCHEDULE_DELAY=100",
-	})
+	}, "--dlq-topic", dlq)
 	relay.WaitStreaming()
 
 	agg := e.AggType(0)
@@ -119,6 +124,18 @@ func TestTracingThroughOutbox(t *testing.T) {
 	write(malformed)
 	plain := &tracedEvent{key: "o-plain"}
 	write(plain)
+	// The dead-lettered event: a payload its topic refuses.
+	_, dspan := writerTracer.Start(ctx, "create-big-order", trace.WithSpanKind(trace.SpanKindServer))
+	big := &tracedEvent{key: "c-big", writer: dspan.SpanContext()}
+	big.column = fmt.Sprintf("traceparent=00-%s-%s-01", big.writer.TraceID(), big.writer.SpanID())
+	big.id = harness.NewUUID()
+	big.xid = e.TxXid(t, func(tx pgx.Tx) {
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tracingspancontext)
+			VALUES ($1, $2, $3, 'CustomerCreated', jsonb_build_object('pad', repeat('x', 4000)), $4)`, big.id, e.AggType(1), big.key, big.column); err != nil {
+			t.Fatal(err)
+		}
+	})
+	dspan.End()
 
 	// The records, read back to the end offsets.
 	recs := c.WaitFor(len(events), time.Minute)
@@ -135,8 +152,15 @@ func TestTracingThroughOutbox(t *testing.T) {
 	if v := relay.Metric(`walrelay_trace_contexts_total{outcome="malformed"}`); v != 1 {
 		t.Errorf("walrelay_trace_contexts_total{outcome=\"malformed\"} = %v, want 1", v)
 	}
-	if v := relay.Metric(`walrelay_trace_contexts_total{outcome="valid"}`); v != 5 {
-		t.Errorf("walrelay_trace_contexts_total{outcome=\"valid\"} = %v, want 5", v)
+	if v := relay.Metric(`walrelay_trace_contexts_total{outcome="valid"}`); v != 6 {
+		t.Errorf("walrelay_trace_contexts_total{outcome=\"valid\"} = %v, want 6", v)
+	}
+	// The dead letter keeps the context: the writer's trace, under
+	// walrelay's span, which ends marked.
+	dls := dc.WaitFor(1, time.Minute)
+	dlTP, _ := harness.Header(dls[0], "traceparent")
+	if !strings.HasPrefix(dlTP, "00-"+big.writer.TraceID().String()+"-") {
+		t.Errorf("dead letter traceparent %q, want the writer's trace %s", dlTP, big.writer.TraceID())
 	}
 
 	// The consumer: the inbox over walrelay's topic; the handler sees the
@@ -214,7 +238,7 @@ func TestTracingThroughOutbox(t *testing.T) {
 	// The spans, from the Collector's file: per traced event a writer, a
 	// walrelay and two consumer spans (the delivery and, for the first,
 	// its duplicate).
-	want := 4*3 + 1 + 2 // and the consumer spans of the malformed and plain rows, roots
+	want := 4*3 + 1 + 2 + 2 // and the consumer spans of the malformed and plain rows, roots; the dead letter's writer and walrelay spans
 	spans := col.WaitSpans(t, time.Minute, func(s []testbed.Span) bool { return len(s) >= want })
 	byTrace := map[string][]testbed.Span{}
 	for _, s := range spans {
@@ -295,6 +319,18 @@ func TestTracingThroughOutbox(t *testing.T) {
 			}
 			t.Logf("the trace of event 0 (column %q):\n%s", ev.column, b.String())
 		}
+	}
+	// The dead-lettered event's walrelay span: the writer's child, marked,
+	// and named by the dead letter's traceparent.
+	var dlSpan *testbed.Span
+	for _, s := range byTrace[big.writer.TraceID().String()] {
+		if s.Service == "walrelay-e2e" {
+			dlSpan = &s
+		}
+	}
+	if dlSpan == nil || dlSpan.Parent != big.writer.SpanID().String() || dlSpan.Attributes["walrelay.dead_lettered"] != "true" || dlSpan.StatusCode != 2 ||
+		dlTP != "00-"+dlSpan.TraceID+"-"+dlSpan.SpanID+"-01" {
+		t.Errorf("dead-lettered event: walrelay span %+v, dead letter traceparent %q", dlSpan, dlTP)
 	}
 	// The unsampled writer: its decision kept, nothing exported.
 	if h, _ := harness.Header(byID[unsampled.id], "traceparent"); !strings.HasPrefix(h, "00-"+unsampledTrace+"-") || !strings.HasSuffix(h, "-00") {
