@@ -50,3 +50,27 @@ func TestTraceContextColumn(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceContextMessageField: with --source messages the trace context
+// is the content's tracingspancontext field, optional: a message without
+// it is no poison event and has no context.
+func TestTraceContextMessageField(t *testing.T) {
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct{ name, content, want string }{
+		{"with", `{"id": "e-1", "type": "T", "payload": {}, "aggregateid": "42", "aggregatetype": "order", "tracingspancontext": "` + tp + `"}`, tp},
+		{"without", `{"id": "e-1", "type": "T", "payload": {}, "aggregateid": "42", "aggregatetype": "order"}`, ""},
+		{"null", `{"id": "e-1", "type": "T", "payload": {}, "aggregateid": "42", "aggregatetype": "order", "tracingspancontext": null}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDecoder(t, Config{Messages: true})
+			tx := oneTx(t, d, msgMessage(commitLSN, "outbox", tc.content))
+			if len(tx.Events) != 1 || tx.Events[0].Err != nil {
+				t.Fatalf("events %+v", tx.Events)
+			}
+			ev := tx.Events[0]
+			if string(ev.TraceContext) != tc.want || string(ev.Key) != "42" || string(ev.Value) != "{}" {
+				t.Errorf("trace context %q key %q value %q, want %q 42 {}", ev.TraceContext, ev.Key, ev.Value, tc.want)
+			}
+		})
+	}
+}
