@@ -38,7 +38,7 @@ func newTracing(cfg Config, m *metrics.Metrics, log *zap.Logger) (relayTracing, 
 		if err != nil {
 			return rt, err
 		}
-		rc.Provider, rt.shutdown = tp, tp.Shutdown
+		rc.Provider, rt.shutdown, rc.ParentBased = tp, tp.Shutdown, tracing.ParentBased(os.Getenv)
 		log.Info("tracing: exporting spans over OTLP (OTEL_* environment)")
 	} else if err := tracing.CheckEnv(os.Getenv); err != nil {
 		return rt, err

@@ -48,7 +48,7 @@ func BenchmarkRelay(b *testing.B) {
 			valid, malformed := counters()
 			cfg := RelayConfig{Valid: valid, Malformed: malformed}
 			if bc.provider != nil {
-				cfg.Provider = bc.provider
+				cfg.Provider, cfg.ParentBased = bc.provider, true
 				defer bc.provider.Shutdown(context.Background())
 			}
 			rl := NewRelay(cfg)

@@ -59,6 +59,14 @@ func CheckEnv(getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
+// ParentBased reports whether the sampler OTEL_TRACES_SAMPLER picks
+// follows the parent's decision (parentbased_*, the default): an event
+// whose writer did not sample it then needs no span at all.
+func ParentBased(getenv func(string) string) bool {
+	s := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+	return s == "" || strings.HasPrefix(s, "parentbased_")
+}
+
 // protocol is the OTLP transport the environment picks:
 // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL,
 // else http/protobuf (the specification's default).

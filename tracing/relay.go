@@ -27,6 +27,7 @@ const ScopeName = "github.com/walrelay/walrelay/tracing"
 // Kafka acknowledges the record. Safe for concurrent use.
 type Relay struct {
 	tracer             trace.Tracer // nil: not exporting
+	parentBased        bool
 	valid, malformed   prometheus.Counter
 	system, opType     attribute.KeyValue
 	dbSystem, database attribute.KeyValue
@@ -42,6 +43,11 @@ type RelayConfig struct {
 	Valid, Malformed prometheus.Counter
 	// Database is the PostgreSQL database's name (db.namespace).
 	Database string
+	// ParentBased says the provider's sampler follows the parent's
+	// decision (ParentBased): an event its writer did not sample gets no
+	// span, and its record the writer's context unchanged, as when not
+	// exporting.
+	ParentBased bool
 }
 
 // NewRelay returns a Relay.
@@ -55,6 +61,7 @@ func NewRelay(cfg RelayConfig) *Relay {
 	}
 	if cfg.Provider != nil {
 		t.tracer = cfg.Provider.Tracer(ScopeName)
+		t.parentBased = cfg.ParentBased
 	}
 	return t
 }
@@ -79,8 +86,9 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 		return hdrs
 	}
 	t.valid.Inc()
-	if t.tracer == nil {
-		// N.B. not exporting: the writer's context, as written.
+	if t.tracer == nil || t.parentBased && !sampled(tp) {
+		// N.B. not exporting (or the writer did not sample the event and
+		// the sampler would follow it): the writer's context, as written.
 		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTraceparent, Value: tp})
 		if len(ts) > 0 {
 			hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTracestate, Value: ts})
@@ -129,6 +137,18 @@ func (t *Relay) DeadLettered(r *kgo.Record, why error) {
 	span.SetStatus(codes.Error, why.Error())
 	span.SetAttributes(attribute.Bool("walrelay.dead_lettered", true))
 	span.End()
+}
+
+// sampled reports whether valid traceparent tp has the sampled flag (bit
+// 0 of its flags, the last hex digit).
+func sampled(tp []byte) bool {
+	c := tp[54]
+	if c >= 'a' {
+		c = c - 'a' + 10
+	} else {
+		c -= '0'
+	}
+	return c&1 == 1
 }
 
 // traceparent renders sc as a W3C traceparent (version 00).

@@ -160,4 +160,23 @@ func TestRelayExporting(t *testing.T) {
 	if h, _ := header(hs, "traceparent"); !strings.HasPrefix(h, "00-"+traceID+"-") || !strings.HasSuffix(h, "-00") {
 		t.Errorf("traceparent %q", h)
 	}
+
+	// With a parent-based sampler an unsampled writer's event gets no span
+	// at all: the writer's context goes out unchanged; a sampled one
+	// (flags 0b: bit 0 set) still gets walrelay's span.
+	pb := NewRelay(RelayConfig{Provider: tp0, Valid: valid, Malformed: malformed, ParentBased: true})
+	for _, flags := range []string{"00", "02", "0a"} {
+		w := "00-" + traceID + "-" + spanID + "-" + flags
+		ev.TraceContext = []byte(w)
+		r3 := &kgo.Record{Topic: "t", Context: context.Background()}
+		if h, _ := header(pb.Record(tx, ev, r3, nil), "traceparent"); h != w {
+			t.Errorf("parent-based, flags %s: traceparent %q, want the writer's %q", flags, h, w)
+		}
+	}
+	ev.TraceContext = []byte("00-" + traceID + "-" + spanID + "-0b")
+	r4 := &kgo.Record{Topic: "t", Context: context.Background()}
+	if h, _ := header(pb.Record(tx, ev, r4, nil), "traceparent"); strings.Contains(h, spanID) || !strings.HasSuffix(h, "-01") {
+		t.Errorf("parent-based, sampled: traceparent %q, want walrelay's span", h)
+	}
+	pb.Acked(r4, nil)
 }
