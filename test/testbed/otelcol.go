@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +136,15 @@ func collectorBinary(ctx context.Context, logf func(string, ...any)) (string, er
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
+	}
+	// N.B. one build at a time: tests and packages start Collectors at once.
+	release, err := proc.LockFile(filepath.Join(dir, "lock"), syscall.LOCK_EX)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil // built while we waited
 	}
 	logf("testbed: building the OpenTelemetry Collector (tools/otelcol, about 2 minutes the first time)")
 	tmp := bin + ".tmp" + randomHex(4)
