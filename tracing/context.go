@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"strconv"
 	"strings"
@@ -22,8 +21,6 @@ const (
 	HeaderTraceparent = "traceparent"
 	HeaderTracestate  = "tracestate"
 )
-
-var w3c = propagation.TraceContext{}
 
 // Split finds the traceparent and tracestate values in a trace-context
 // value: a java.util.Properties text (the Quarkus outbox extension writes
@@ -129,14 +126,6 @@ func spanContext(tp, ts []byte) (trace.SpanContext, bool) {
 	}
 	sc := trace.NewSpanContext(cfg)
 	return sc, sc.IsValid()
-}
-
-// Headers renders sc as the traceparent and tracestate header values
-// (tracestate "" when empty).
-func Headers(sc trace.SpanContext) (traceparent, tracestate string) {
-	c := propagation.MapCarrier{}
-	w3c.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
-	return c[HeaderTraceparent], c[HeaderTracestate]
 }
 
 // properties reads a java.util.Properties text (Properties.load): one

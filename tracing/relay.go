@@ -66,9 +66,6 @@ func NewRelay(cfg RelayConfig) *Relay {
 	return t
 }
 
-// Exporting reports whether the Relay starts spans.
-func (t *Relay) Exporting() bool { return t.tracer != nil }
-
 // Record adds the trace headers of event ev (part of tx) to hdrs, the
 // headers of its record r being built, and returns them. When exporting,
 // it starts the event's span, back-dated to the commit, as a child of the
