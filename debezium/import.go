@@ -318,11 +318,7 @@ func importRouter(props map[string]string, imp *Result, get func(k, def string) 
 	default:
 		bad(p+"table.fields.additional.placement", fmt.Sprintf("%d partition placements (%s): Debezium takes the last one; keep one", len(partition), strings.Join(partition, ", ")))
 	}
-	for k := range props {
-		if strings.HasPrefix(k, p+"tracing.") {
-			bad(k, "walrelay adds no tracing headers")
-		}
-	}
+	importTracing(imp, props, p, get, bad, set) // tracing.go
 
 	// N.B. with the default regex the replacement is a template over the
 	// route column; anything else is routed like RegexRouter.

@@ -33,6 +33,11 @@ type Config struct {
 	PayloadColumn string
 	// HeaderColumns adds one header per entry. Default none.
 	HeaderColumns []HeaderColumn
+	// TraceContextColumn is the optional column holding each event's trace
+	// context (a java.util.Properties text or a W3C traceparent; package
+	// tracing reads it); "-" for none. A table without it has no context.
+	// Default "tracingspancontext" (Debezium's).
+	TraceContextColumn string
 	// Topic is the topic template. Default "outbox.event.${aggregatetype}".
 	Topic string
 	// MaxPartBytes bounds the memory the events of one Tx part hold
@@ -272,6 +277,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ValueFormat, "value-converter", FormatString, "record value format, as Kafka Connect's value.converter writes it: string (StringConverter), json (JsonConverter, schemas.enable=false), json-schema (schemas.enable=true) or bytes (ByteArrayConverter, a bytea payload)")
 	fs.StringVar(&c.TopicRegex, "topic-regex", "", "route like Debezium's route.topic.regex: matched against the whole --route-column value, --topic is then its replacement ($1, ${name}); no match: the value is the topic (empty: --topic is a template)")
 	fs.StringVar(&c.RouteColumn, "route-column", "aggregatetype", "column --topic-regex is matched against (Debezium's route.by.field)")
+	fs.StringVar(&c.TraceContextColumn, "trace-context-column", DefaultTraceContextColumn, "optional column holding each event's trace context: a java.util.Properties text with traceparent (Debezium's tracing.span.context.field) or a W3C traceparent; carried into the record's traceparent and tracestate headers, the parent of walrelay's span when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/tracing.md); a table without it relays without; - for none")
 	fs.StringVar(&c.PartitionColumn, "partition-column", "", "integer column whose value is the record's partition, NULL: the key hash (Debezium's column:partition placement; a partition the topic lacks makes a poison event)")
 	fs.StringVar(&c.TimestampColumn, "timestamp-column", "", "timestamp (without time zone) column whose value, as UTC, is the record's timestamp, NULL: the commit time (Debezium's table.field.event.timestamp; default: the commit time); a record older than its topic's retention.ms (7 days by default) is deleted by the broker's next retention check, before consumers may read it")
 	cli.BoolVar(fs, &c.ExpandJSONPayload, "expand-json-payload", false, "a payload starting with { or [ is written as the JSON itself, with the schema Debezium infers (Debezium's table.expand.json.payload; needs --value-converter json or json-schema)")

@@ -93,6 +93,8 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 		n += l
 		size += len(d.cfg.HeaderColumns[i].Header) + l
 	}
+	tc := traceData(rel, cols)
+	n += len(tc)
 	topic, err := d.topic(rel, cols)
 	if err != nil {
 		return fail(err)
@@ -121,6 +123,7 @@ func (d *Decoder) event(rel *relation, cols []pgoutput.TupleCol) Event {
 	ev := Event{Table: rel.qualified, Topic: topic, Partition: part, HasPartition: hasPart, Timestamp: stamp}
 	var off int
 	ev.ID, off = put(buf, off, id)
+	ev.TraceContext, off = put(buf, off, tc)
 	if len(rel.headerIdx) > 0 {
 		ev.Headers = make([]Header, len(rel.headerIdx))
 		for i, ci := range rel.headerIdx {

@@ -170,6 +170,7 @@ func (d *Decoder) mapOutbox(rel *relation, m pgoutput.Relation) *relation {
 			rel.versionIdx = i
 		}
 	}
+	rel.traceIdx = d.traceIndex(m.Columns)
 	if rel.payloadIdx >= 0 {
 		rel.payloadBytea = m.Columns[rel.payloadIdx].TypeOID == oidBytea
 	}

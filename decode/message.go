@@ -50,6 +50,7 @@ type messageSource struct {
 	json, text *relation
 	names      []string
 	payload    int
+	trace      string // the optional trace-context field (tracecontext.go); "" none
 	table      string
 
 	fields []jsonField          // the content's members, reused
@@ -81,6 +82,9 @@ func (d *Decoder) initMessages() error {
 		ms.names = append(ms.names, name)
 	}
 	sort.Strings(ms.names)
+	if tc := d.cfg.traceColumn(); tc != "" && !slices.Contains(ms.names, tc) {
+		ms.names, ms.trace = append(ms.names, tc), tc // tracecontext.go
+	}
 	ms.payload = slices.Index(ms.names, d.cfg.PayloadColumn)
 	build := func(payloadOID uint32) (*relation, error) {
 		cols := make([]pgoutput.Column, len(ms.names))
@@ -163,6 +167,10 @@ func (d *Decoder) messageEvent(content []byte) Event {
 	var missing []string
 	for _, name := range ms.names {
 		i := ms.last(name)
+		if i < 0 && name == ms.trace {
+			ms.cols = append(ms.cols, pgoutput.TupleCol{Kind: pgoutput.KindNull}) // optional
+			continue
+		}
 		if i < 0 {
 			missing = append(missing, name)
 			ms.cols = append(ms.cols, pgoutput.TupleCol{Kind: pgoutput.KindNull})

@@ -25,6 +25,7 @@ type relation struct {
 	payloadBytea              bool
 	headerIdx                 []int
 	partIdx, stampIdx         int // -1: not configured
+	traceIdx                  int // the trace-context column (tracecontext.go); -1: none
 	routeIdx, versionIdx      int // the json-schema envelope's route and version columns; -1: none
 	topicParts                []templatePart
 	topicCols                 []int
@@ -86,7 +87,7 @@ func newRelation(qualified string, columns []pgoutput.Column) *relation {
 	return &relation{
 		qualified: qualified,
 		columns:   columns,
-		idIdx:     -1, keyIdx: -1, payloadIdx: -1, partIdx: -1, stampIdx: -1, routeIdx: -1, versionIdx: -1,
+		idIdx:     -1, keyIdx: -1, payloadIdx: -1, partIdx: -1, stampIdx: -1, routeIdx: -1, versionIdx: -1, traceIdx: -1,
 	}
 }
 

@@ -36,6 +36,9 @@ type Event struct {
 	Value   []byte // nil for a NULL payload
 	ID      []byte
 	Headers []Header // extra headers, after "id"
+	// TraceContext is the row's trace-context column as written (nil:
+	// none), for package tracing (Config.TraceContextColumn).
+	TraceContext []byte
 	// Partition is the record's partition when HasPartition
 	// (Config.PartitionColumn); otherwise the key hash picks it.
 	Partition    int32
@@ -79,7 +82,7 @@ const (
 // Topic, Table, header keys and field names are shared with the relation
 // cache and are not counted.
 func (e *Event) Held() int {
-	n := eventBytes + cap(e.Key) + cap(e.Value) + cap(e.ID) + len(e.Headers)*headerBytes + len(e.Row)*fieldBytes
+	n := eventBytes + cap(e.Key) + cap(e.Value) + cap(e.ID) + cap(e.TraceContext) + len(e.Headers)*headerBytes + len(e.Row)*fieldBytes
 	for i := range e.Headers {
 		n += cap(e.Headers[i].Value)
 	}

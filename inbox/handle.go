@@ -94,6 +94,8 @@ func (c *Consumer) failed(ctx context.Context, stop <-chan struct{}, r *kgo.Reco
 // from the Handler.
 func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handlerErr bool, err error) {
 	defer c.observe(time.Now())
+	ctx, span := c.startSpan(ctx, r, id) // trace.go
+	defer func() { span.end(err) }()
 	tx, err := c.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("begin: %w", err)
@@ -107,6 +109,7 @@ func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handl
 		return false, fmt.Errorf("insert id into %s: %w", c.cfg.Table, err)
 	}
 	dup := tag.RowsAffected() == 0
+	span.duplicate(dup)
 	hctx, cancel := context.WithTimeout(ctx, c.cfg.HandlerTimeout)
 	defer cancel()
 	switch {

@@ -63,7 +63,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	sc := r.sc
 	// N.B. the marker store checked the checkpoint topic (its topic):
 	// the sink does not check it again.
-	deps := sink.Deps{Tracker: tr, Metrics: r.metrics, Isolation: r.iso, CreatedTopics: r.topics, Null: r.nullSink, CheckpointTopicReady: ms != nil && r.mc.Topic == sc.CheckpointTopic}
+	deps := sink.Deps{Tracker: tr, Metrics: r.metrics, Isolation: r.iso, CreatedTopics: r.topics, Null: r.nullSink, Tracer: r.tracing.tracer, CheckpointTopicReady: ms != nil && r.mc.Topic == sc.CheckpointTopic}
 	if sc.ExactlyOnce {
 		if deps.Source, err = checkpointSource(ctx, r.rc); err != nil {
 			return onPostgres(err)

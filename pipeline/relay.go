@@ -113,6 +113,7 @@ type Relay struct {
 	topics *sink.CreatedTopics
 	// commits outlives the attempts: the marker's commit time (committime.go).
 	commits commitTimes
+	tracing relayTracing
 }
 
 // attemptState is the live state of one attempt, read by the health
@@ -150,6 +151,10 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 		abort:        make(chan struct{}),
 		iso:          sink.NewIsolation(),
 		topics:       sink.NewCreatedTopics(),
+	}
+	var err error
+	if r.tracing, err = newTracing(cfg, m, log); err != nil { // tracing.go
+		return nil, err
 	}
 	r.register()
 	return r, nil
@@ -191,6 +196,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}()
 	defer r.hist.close()
+	defer r.tracing.flush(r.log, r.rc.ShutdownTimeout)
 	err := r.run(actx, ctx.Done())
 	if err == nil {
 		return ctx.Err()

@@ -24,6 +24,9 @@ type txAcks struct {
 }
 
 func (a *txAcks) done(r *kgo.Record, err error) {
+	if t := a.s.deps.Tracer; t != nil {
+		t.Acked(r, err) // trace.go
+	}
 	a.s.budget.Release(recordCost(r))
 	a.h.pending.Add(-1)
 	if err != nil {

@@ -157,6 +157,7 @@ func (s *Sink) deadLetterRejected(r *kgo.Record, err error, meta recordMeta) (*k
 		var st stamper
 		dl.Headers = s.stamp(&st, dl, meta.commitLSN, meta.commitTime, dl.Headers)
 	}
+	dl.Headers = traceHeaders(dl.Headers, r.Headers) // trace.go
 	// The fields that may be dropped: the value, the key, each header.
 	f := fitter{names: []string{"value", "key"}, sizes: []int{len(r.Value), len(r.Key)}}
 	for _, h := range r.Headers {
@@ -348,6 +349,9 @@ func (s *Sink) rejectRecord(ctx context.Context, tx *decode.Tx, r *kgo.Record, w
 	s.log.Warn(msg, zap.String("topic", r.Topic), zap.String("table", meta.table),
 		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(why))
 	s.metrics.DeadLetter(string(dl.Headers[0].Value))
+	if t := s.deps.Tracer; t != nil {
+		t.DeadLettered(r, why) // trace.go
+	}
 	return s.produceDeadLetter(ctx, dl, a, meta)
 }
 

@@ -34,6 +34,9 @@ type Deps struct {
 	// CreatedTopics counts the topics created for MaxCreatedTopics.
 	// Default nil: the sink's own, which does not outlive it.
 	CreatedTopics *CreatedTopics
+	// Tracer carries trace contexts into records and traces their
+	// delivery (trace.go). Default nil: none.
+	Tracer Tracer
 	// Opts are extra client options (tests' hooks), applied after the
 	// sink's own but before its logger: a kgo.WithLogger here is
 	// overridden, as the sink's logger guards the order of records

@@ -162,8 +162,11 @@ func (s *Sink) record(r *kgo.Record, tx *decode.Tx, ev *decode.Event, hdrs []kgo
 			s.eventStamped.Store(r.Topic, true)
 		}
 	}
-	r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 	r.Context = s.held
+	if t := s.deps.Tracer; t != nil && ev.TraceContext != nil {
+		hdrs = t.Record(tx, ev, r, hdrs) // trace.go
+	}
+	r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 	return hdrs
 }
 

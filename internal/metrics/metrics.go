@@ -47,6 +47,7 @@ type Metrics struct {
 	SlotSafeWALSize  prometheus.Gauge
 	slotWALStatus    *prometheus.GaugeVec
 	state            *prometheus.GaugeVec
+	TraceContexts    *prometheus.CounterVec // trace.go
 
 	// Exactly-once mode (--exactly-once).
 	kafkaTxns          *prometheus.CounterVec
@@ -135,6 +136,7 @@ func New() *Metrics {
 			Name: "walrelay_checkpoint_lag_bytes", Help: "WAL between the newest transaction handed to Kafka and the last committed checkpoint (--exactly-once): what an open Kafka transaction holds.",
 		}),
 	}
+	m.TraceContexts = newTraceContexts(m.Registry)
 	m.Registry.MustRegister(m.kafkaTxns, m.SkippedTxns, m.CheckpointLSN, m.CheckpointLagBytes)
 	m.parked = newParked(m.Registry)
 	m.kafkaTxns.WithLabelValues("committed")

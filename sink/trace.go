@@ -1,0 +1,33 @@
+package sink
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/decode"
+)
+
+// Tracer carries events' trace contexts into their records (package
+// tracing implements it). Deps.Tracer nil: no trace headers, no spans.
+type Tracer interface {
+	// Record is called as the record r of event ev (part of tx) is built,
+	// its headers so far in hdrs; it returns hdrs with the trace headers
+	// added, and may set r.Context to one that carries the event's span.
+	Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kgo.RecordHeader) []kgo.RecordHeader
+	// Acked is called once per record Record saw, when Kafka acknowledged
+	// it (err nil) or it finally failed.
+	Acked(r *kgo.Record, err error)
+	// DeadLettered is called instead of Acked for a record Record saw
+	// that is dead-lettered (why) rather than produced.
+	DeadLettered(r *kgo.Record, why error)
+}
+
+// traceHeaders appends the W3C trace headers of src to dst: a dead
+// letter keeps its record's context.
+func traceHeaders(dst, src []kgo.RecordHeader) []kgo.RecordHeader {
+	for _, h := range src {
+		if h.Key == "traceparent" || h.Key == "tracestate" {
+			dst = append(dst, h)
+		}
+	}
+	return dst
+}

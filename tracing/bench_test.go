@@ -1,0 +1,69 @@
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/walrelay/walrelay/decode"
+)
+
+// BenchmarkRelay is the per-event cost of carrying a trace context
+// through the sink (Record, then Acked), the span exported through the
+// SDK's batch processor to an exporter that drops it: with no span export
+// configured (the writer's context copied into the headers), and
+// exporting with the writers sampling every event or one in ten
+// (parent-based sampling follows them). make bench has no tracing run
+// yet: these are the figures in docs/tracing.md.
+func BenchmarkRelay(b *testing.B) {
+	contexts := make([][]byte, 100)
+	for i := range contexts {
+		flags := "00"
+		if i%10 == 0 {
+			flags = "01"
+		}
+		contexts[i] = fmt.Appendf(nil, "#Sun Dec 06 06:00:00 UTC 2026\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-%016x-%s\n", i+1, flags)
+	}
+	all := make([][]byte, len(contexts))
+	for i := range all {
+		all[i] = fmt.Appendf(nil, "#Sun Dec 06 06:00:00 UTC 2026\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-%016x-01\n", i+1)
+	}
+	exporting := func() *sdktrace.TracerProvider {
+		return sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	}
+	for _, bc := range []struct {
+		name     string
+		provider *sdktrace.TracerProvider
+		contexts [][]byte
+	}{
+		{"not-exporting", nil, all},
+		{"exporting-100pct", exporting(), all},
+		{"exporting-10pct", exporting(), contexts},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			valid, malformed := counters()
+			cfg := RelayConfig{Valid: valid, Malformed: malformed}
+			if bc.provider != nil {
+				cfg.Provider, cfg.ParentBased = bc.provider, true
+				defer bc.provider.Shutdown(context.Background())
+			}
+			rl := NewRelay(cfg)
+			tx := testTx()
+			ev := &decode.Event{ID: []byte("8a1e7ad2-4a6e-4c1b-9a61-3f0c3a7e1f55"), Key: []byte("o-1"), Table: "public.outbox"}
+			hdrs := make([]kgo.RecordHeader, 0, 8)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				ev.TraceContext = bc.contexts[i%len(bc.contexts)]
+				i++
+				r := &kgo.Record{Topic: "outbox.event.order", Context: context.Background()}
+				hdrs = rl.Record(tx, ev, r, hdrs[:0])
+				rl.Acked(r, nil)
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// ErrConfig marks an OTEL_* setting walrelay cannot use: a configuration
+// error (exit 2).
+var ErrConfig = errors.New("tracing configuration")
+
+// Enabled reports whether the environment (getenv) asks for span export:
+// an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER=otlp, and
+// neither OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none.
+func Enabled(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	switch strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")) {
+	case "none":
+		return false
+	case "otlp":
+		return true
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// CheckEnv reports every OTEL_* setting walrelay cannot honour, so that the
+// relay refuses it at start rather than exporting something else.
+func CheckEnv(getenv func(string) string) error {
+	var errs []error
+	if e := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); e != "" && e != "otlp" && e != "none" {
+		errs = append(errs, fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%q: walrelay exports spans over OTLP only; set otlp or none", ErrConfig, e))
+	}
+	if _, err := protocol(getenv); err != nil {
+		errs = append(errs, err)
+	}
+	switch s := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))); s {
+	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
+	case "traceidratio", "parentbased_traceidratio":
+		if a := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG")); a != "" {
+			if r, err := strconv.ParseFloat(a, 64); err != nil || r < 0 || r > 1 {
+				errs = append(errs, fmt.Errorf("%w: OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1", ErrConfig, a))
+			}
+		}
+	default:
+		errs = append(errs, fmt.Errorf("%w: OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on (the default), parentbased_always_off or parentbased_traceidratio", ErrConfig, s))
+	}
+	return errors.Join(errs...)
+}
+
+// ParentBased reports whether the sampler OTEL_TRACES_SAMPLER picks
+// follows the parent's decision (parentbased_*, the default): an event
+// whose writer did not sample it then needs no span at all.
+func ParentBased(getenv func(string) string) bool {
+	s := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+	return s == "" || strings.HasPrefix(s, "parentbased_")
+}
+
+// protocol is the OTLP transport the environment picks:
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL,
+// else http/protobuf (the specification's default).
+func protocol(getenv func(string) string) (string, error) {
+	p := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
+	name := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	if p == "" {
+		p, name = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL")), "OTEL_EXPORTER_OTLP_PROTOCOL"
+	}
+	switch p {
+	case "":
+		return "http/protobuf", nil
+	case "grpc", "http/protobuf":
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: %s=%q: want grpc or http/protobuf (http/json is not supported)", ErrConfig, name, p)
+}
+
+// NewProvider builds the tracer provider the environment configures: an
+// OTLP exporter (gRPC or HTTP; endpoint, headers, TLS certificates,
+// compression and timeout from OTEL_EXPORTER_OTLP_*, as the exporters read
+// them) behind a batch span processor (OTEL_BSP_*), the sampler of
+// OTEL_TRACES_SAMPLER (default parentbased_always_on: the writer's
+// decision is honoured), and a resource with service.name "walrelay"
+// unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
+// Call it only when Enabled; Shutdown flushes the spans.
+func NewProvider(ctx context.Context, getenv func(string) string, version string) (*sdktrace.TracerProvider, error) {
+	if err := CheckEnv(getenv); err != nil {
+		return nil, err
+	}
+	p, _ := protocol(getenv)
+	var exp sdktrace.SpanExporter
+	var err error
+	if p == "grpc" {
+		exp, err = otlptracegrpc.New(ctx)
+	} else {
+		exp, err = otlptracehttp.New(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: create OTLP exporter (%s): %w", ErrConfig, p, err)
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "walrelay"), attribute.String("service.version", version)),
+		resource.WithTelemetrySDK(),
+		// N.B. last: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+		// override walrelay's own defaults.
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read OTEL_RESOURCE_ATTRIBUTES: %w", ErrConfig, err)
+	}
+	// N.B. no WithSampler: the SDK reads OTEL_TRACES_SAMPLER and its
+	// argument (checked above), parentbased_always_on without them.
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
