@@ -39,7 +39,7 @@ func TestConfigurationMistakesExit2(t *testing.T) {
 		{"missing DSN", nil, []string{"run", "--http-addr", ""}, "set --pg-url or WALRELAY_PG_URL"},
 		{"duration without unit", nil, base("--status-interval", "10"), `invalid value "10" for flag -status-interval: want a duration with a unit`},
 		{"bad environment variable", []string{"WALRELAY_TOPIC_PARTITIONS=many"}, base(), `WALRELAY_TOPIC_PARTITIONS="many"`},
-		{"bad on-poison", nil, base("--on-poison", "maybe"), "want dead-letter or halt"},
+		{"bad on-poison", nil, base("--on-poison", "maybe"), "want dead-letter, park or halt"},
 		{"bad topic template", nil, base("--topic", "x.${"), "unclosed ${"},
 		{"bad header columns", nil, base("--header-columns", "type"), "want column:header pairs"},
 		{"several mistakes at once", nil, base("--on-poison", "maybe", "--kafka-compression", "brotli"), "compression \"brotli\""},
