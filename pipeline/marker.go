@@ -17,6 +17,9 @@ import (
 // position while the position moves.
 const markerInterval = 5 * time.Second
 
+// markerStopWait is how long a stop waits for the last marker refresh.
+const markerStopWait = 5 * time.Second
+
 // history is the relay's replication.History: the markers this process
 // wrote or read, else the marker topic.
 type history struct {
@@ -106,7 +109,7 @@ func (r *Relay) writeMarker(ctx context.Context, ms *kafkastate.Store, st pgcata
 // position at most every markerInterval, until done is closed or ctx ends.
 // A failed refresh is logged and retried: the marker only has to exist, its
 // position serves the log after a failover.
-func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkastate.Store, st pgcatalog.SlotState, stream *replication.Stream) error {
+func (r *Relay) keepMarker(ctx context.Context, stop, done <-chan struct{}, ms *kafkastate.Store, st pgcatalog.SlotState, stream *replication.Stream) error {
 	last := st.ConfirmedFlush
 	tick := time.NewTicker(markerInterval)
 	defer tick.Stop()
@@ -116,24 +119,45 @@ func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkas
 			return
 		}
 		if err := r.writeMarker(ctx, ms, st, c); err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("refresh the slot marker", zap.String("slot", r.rc.Slot), zap.Error(err))
-			}
+			r.log.Warn("refresh the slot marker", zap.String("slot", r.rc.Slot), zap.Error(err))
 			return
 		}
 		last = c
 	}
+	var stopBy time.Time // the end of the shutdown timeout, once stopping
 	for {
 		select {
 		case <-tick.C:
-			refresh(ctx)
+			// N.B. bounded, and cut short by the end of the pipeline: a
+			// refresh waiting on an unreachable Kafka holds no stop up.
+			refresh(cancelOn(ctx, markerInterval, done))
+		case <-stop:
+			stopBy, stop = time.Now().Add(r.rc.ShutdownTimeout), nil
 		case <-done:
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			refresh(fctx)
-			cancel()
+			// N.B. the last refresh waits within the shutdown timeout
+			// (a second at least, markerStopWait at most), and not past
+			// an abort: Write gives up at its context's end.
+			wait := markerStopWait
+			if !stopBy.IsZero() {
+				wait = min(wait, max(time.Until(stopBy), time.Second))
+			}
+			refresh(cancelOn(context.WithoutCancel(ctx), wait, r.abort))
 			return nil
 		case <-ctx.Done():
 			return nil
 		}
 	}
+}
+
+// cancelOn is ctx with a timeout, cancelled also when c is closed.
+func cancelOn(ctx context.Context, timeout time.Duration, c <-chan struct{}) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	go func() {
+		defer cancel()
+		select {
+		case <-c:
+		case <-ctx.Done():
+		}
+	}()
+	return ctx
 }

@@ -178,7 +178,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-actx.Done():
 		}
 	}()
-	defer r.hist.close()
+	defer r.closeOrAbort("slot marker's kafka client", r.hist.close)
 	err := r.run(actx, ctx.Done())
 	if err == nil {
 		return ctx.Err()
