@@ -112,7 +112,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		return r.decodeLoop(gctx, msgs, drained, dec, roots, stream, snk, tr, ver, halt)
 	})
 	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr, ver) })
-	g.Go(func() error { return r.keepMarker(gctx, stop, pipelineDone, ms, st, stream) })
+	g.Go(func() error { return r.keepMarker(gctx, pipelineDone, ms, st, stream) })
 	return g.Wait()
 }
 

@@ -109,7 +109,7 @@ func (r *Relay) writeMarker(ctx context.Context, ms *kafkastate.Store, st pgcata
 // position at most every markerInterval, until done is closed or ctx ends.
 // A failed refresh is logged and retried: the marker only has to exist, its
 // position serves the log after a failover.
-func (r *Relay) keepMarker(ctx context.Context, stop, done <-chan struct{}, ms *kafkastate.Store, st pgcatalog.SlotState, stream *replication.Stream) error {
+func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkastate.Store, st pgcatalog.SlotState, stream *replication.Stream) error {
 	last := st.ConfirmedFlush
 	tick := time.NewTicker(markerInterval)
 	defer tick.Stop()
@@ -124,24 +124,25 @@ func (r *Relay) keepMarker(ctx context.Context, stop, done <-chan struct{}, ms *
 		}
 		last = c
 	}
-	var stopBy time.Time // the end of the shutdown timeout, once stopping
 	for {
 		select {
 		case <-tick.C:
 			// N.B. bounded, and cut short by the end of the pipeline: a
 			// refresh waiting on an unreachable Kafka holds no stop up.
-			refresh(cancelOn(ctx, markerInterval, done))
-		case <-stop:
-			stopBy, stop = time.Now().Add(r.rc.ShutdownTimeout), nil
+			tctx, cancel := cancelOn(ctx, markerInterval, done)
+			refresh(tctx)
+			cancel()
 		case <-done:
 			// N.B. the last refresh waits within the shutdown timeout
 			// (a second at least, markerStopWait at most), and not past
 			// an abort: Write gives up at its context's end.
 			wait := markerStopWait
-			if !stopBy.IsZero() {
-				wait = min(wait, max(time.Until(stopBy), time.Second))
+			if left, stopping := r.stopLeft(); stopping {
+				wait = min(wait, max(left, time.Second))
 			}
-			refresh(cancelOn(context.WithoutCancel(ctx), wait, r.abort))
+			fctx, cancel := cancelOn(context.WithoutCancel(ctx), wait, r.abort)
+			refresh(fctx)
+			cancel()
 			return nil
 		case <-ctx.Done():
 			return nil
@@ -150,14 +151,14 @@ func (r *Relay) keepMarker(ctx context.Context, stop, done <-chan struct{}, ms *
 }
 
 // cancelOn is ctx with a timeout, cancelled also when c is closed.
-func cancelOn(ctx context.Context, timeout time.Duration, c <-chan struct{}) context.Context {
+func cancelOn(ctx context.Context, timeout time.Duration, c <-chan struct{}) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	go func() {
-		defer cancel()
 		select {
 		case <-c:
+			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	return ctx
+	return ctx, cancel
 }

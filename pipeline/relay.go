@@ -92,6 +92,9 @@ type Relay struct {
 
 	abort     chan struct{}
 	abortOnce sync.Once
+	// stopBy: unix nanoseconds, the end of the shutdown timeout once
+	// stopping (closing.go); 0 before.
+	stopBy atomic.Int64
 
 	// iso outlives the attempts: after Kafka rejected a record batch, the
 	// next attempts produce its topic's records one at a time until the
@@ -178,6 +181,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-actx.Done():
 		}
 	}()
+	defer context.AfterFunc(ctx, func() { r.stopBy.Store(time.Now().Add(r.rc.ShutdownTimeout).UnixNano()) })()
 	defer r.closeOrAbort("slot marker's kafka client", r.hist.close)
 	err := r.run(actx, ctx.Done())
 	if err == nil {
