@@ -220,7 +220,7 @@ func (s *Store) ensureTopic(ctx context.Context) error {
 	}
 }
 
-// Write stores m and waits for Kafka's acknowledgement.
+// Write stores m and waits for Kafka's acknowledgement, until ctx ends.
 func (s *Store) Write(ctx context.Context, m Marker) error {
 	if m.UpdatedAt.IsZero() {
 		m.UpdatedAt = time.Now().UTC()
@@ -233,7 +233,17 @@ func (s *Store) Write(ctx context.Context, m Marker) error {
 		return fmt.Errorf("encode marker: %w", err)
 	}
 	rec := &kgo.Record{Topic: s.cfg.Topic, Key: []byte(Key(m.SystemIdentifier, m.Database, m.Slot)), Value: v}
-	if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	// N.B. not ProduceSync: it waits for a record already sent until
+	// Kafka answers, past ctx, and a stop must not wait on an unreachable
+	// broker. A record left behind is failed when the client closes.
+	acked := make(chan error, 1)
+	s.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
+	select {
+	case err = <-acked:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
 		return fmt.Errorf("write marker: %w", err)
 	}
 	return nil

@@ -77,7 +77,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	}
 	// N.B. on any failure the client is discarded with whatever it still
 	// holds; the next attempt re-reads from the confirmed position.
-	defer snk.Close()
+	defer r.closeOrAbort("kafka client", snk.Close)
 	if err := snk.Start(ctx); err != nil {
 		r.kafkaAnswered.Store(0)
 		return onKafka(err)

@@ -17,6 +17,9 @@ import (
 // position while the position moves.
 const markerInterval = 5 * time.Second
 
+// markerStopWait is how long a stop waits for the last marker refresh.
+const markerStopWait = 5 * time.Second
+
 // history is the relay's replication.History: the markers this process
 // wrote or read, else the marker topic.
 type history struct {
@@ -116,9 +119,7 @@ func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkas
 			return
 		}
 		if err := r.writeMarker(ctx, ms, st, c); err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("refresh the slot marker", zap.String("slot", r.rc.Slot), zap.Error(err))
-			}
+			r.log.Warn("refresh the slot marker", zap.String("slot", r.rc.Slot), zap.Error(err))
 			return
 		}
 		last = c
@@ -126,9 +127,20 @@ func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkas
 	for {
 		select {
 		case <-tick.C:
-			refresh(ctx)
+			// N.B. bounded, and cut short by the end of the pipeline: a
+			// refresh waiting on an unreachable Kafka holds no stop up.
+			tctx, cancel := cancelOn(ctx, markerInterval, done)
+			refresh(tctx)
+			cancel()
 		case <-done:
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			// N.B. the last refresh waits within the shutdown timeout
+			// (a second at least, markerStopWait at most), and not past
+			// an abort: Write gives up at its context's end.
+			wait := markerStopWait
+			if left, stopping := r.stopLeft(); stopping {
+				wait = min(wait, max(left, time.Second))
+			}
+			fctx, cancel := cancelOn(context.WithoutCancel(ctx), wait, r.abort)
 			refresh(fctx)
 			cancel()
 			return nil
@@ -136,4 +148,17 @@ func (r *Relay) keepMarker(ctx context.Context, done <-chan struct{}, ms *kafkas
 			return nil
 		}
 	}
+}
+
+// cancelOn is ctx with a timeout, cancelled also when c is closed.
+func cancelOn(ctx context.Context, timeout time.Duration, c <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	go func() {
+		select {
+		case <-c:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

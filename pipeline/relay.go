@@ -103,6 +103,9 @@ type Relay struct {
 
 	abort     chan struct{}
 	abortOnce sync.Once
+	// stopBy: unix nanoseconds, the end of the shutdown timeout once
+	// stopping (closing.go); 0 before.
+	stopBy atomic.Int64
 
 	// iso outlives the attempts: after Kafka rejected a record batch, the
 	// next attempts produce its topic's records one at a time until the
@@ -195,7 +198,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-actx.Done():
 		}
 	}()
-	defer r.hist.close()
+	defer context.AfterFunc(ctx, func() { r.stopBy.Store(time.Now().Add(r.rc.ShutdownTimeout).UnixNano()) })()
+	defer r.closeOrAbort("slot marker's kafka client", r.hist.close)
 	defer r.tracing.flush(r.log, r.rc.ShutdownTimeout)
 	err := r.run(actx, ctx.Done())
 	if err == nil {

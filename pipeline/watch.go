@@ -73,10 +73,12 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 			continue
 		}
 		lastPoll = time.Now()
-		pctx, cancel := context.WithTimeout(ctx, interval)
+		// N.B. both cut short by the end of the pipeline: a stop does
+		// not wait on a silent Kafka or PostgreSQL here.
+		pctx, cancel := cancelOn(ctx, interval, done)
 		// N.B. the ping has a context of its own (kafkaGrace): one that
 		// shared a slow step's made /readyz flap on a busy machine.
-		kctx, kcancel := context.WithTimeout(ctx, interval)
+		kctx, kcancel := cancelOn(ctx, interval, done)
 		if snk.Ping(kctx) == nil {
 			r.kafkaAnswered.Store(time.Now().UnixNano())
 		}
