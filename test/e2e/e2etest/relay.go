@@ -358,11 +358,14 @@ func (p *Proc) WaitStreaming() {
 			p.T.Fatalf("walrelay exited before streaming")
 		}
 		// N.B. the backend creating the slot holds it too, until the slot
-		// reaches its consistent point; only a walsender means streaming.
+		// reaches its consistent point, and so does the walsender of
+		// CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT (a recovery, a
+		// backfill) until walrelay has read the snapshot: only a walsender
+		// past START_REPLICATION (catchup, streaming) means streaming.
 		var n int
 		if err := p.Env.Bed.QueryRow(p.T, p.Env.DSN, `SELECT count(*) FROM pg_replication_slots r
-			JOIN pg_stat_activity a ON a.pid = r.active_pid
-			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, p.Env.Slot).Scan(&n); err != nil {
+			JOIN pg_stat_replication s ON s.pid = r.active_pid
+			WHERE r.slot_name = $1 AND s.state IN ('catchup', 'streaming')`, p.Env.Slot).Scan(&n); err != nil {
 			p.T.Fatalf("read the walsender of slot %s: %v", p.Env.Slot, err)
 		}
 		return n == 1
