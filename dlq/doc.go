@@ -35,4 +35,10 @@
 //     says still parked, redrive goes on from its release (step 2).
 //  4. A relay that starts reads all three: parked iff park's Through is
 //     after release's, so a release written while no relay ran counts.
+//
+// Dead letters of no parked aggregate (redrive --offset, --reason,
+// --original-topic) are re-published in commit order and then recorded
+// on the state topic as redriven/<dead-letter topic>/<partition>/<offset>
+// (kafkastate.Redriven), which a later redrive leaves out: at-least-once
+// without --exactly-once, within one Kafka transaction with it.
 package dlq

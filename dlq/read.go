@@ -18,7 +18,10 @@ type View struct {
 	Letters []Letter              // in topic order (partition, offset)
 	Parks   *kafkastate.ParkState // every slot's aggregates
 	Acks    map[string]kafkastate.Ack
-	At      time.Time // when it was read
+	// Redriven holds the state topic keys of the dead letters re-published
+	// on their own (kafkastate.RedrivenKey).
+	Redriven map[string]bool
+	At       time.Time // when it was read
 }
 
 // readTimeout bounds reading a topic to its end.
@@ -26,7 +29,7 @@ const readTimeout = 2 * time.Minute
 
 // scan reads the dead-letter topic and the state topic.
 func (t *Tool) scan(ctx context.Context) (*View, error) {
-	v := &View{Parks: &kafkastate.ParkState{}, Acks: map[string]kafkastate.Ack{}, At: time.Now()}
+	v := &View{Parks: &kafkastate.ParkState{}, Acks: map[string]kafkastate.Ack{}, Redriven: map[string]bool{}, At: time.Now()}
 	err := t.readTopic(ctx, t.cfg.DeadLetterTopic, func(r *kgo.Record) {
 		v.Letters = append(v.Letters, decodeLetter(r))
 	})
@@ -40,6 +43,9 @@ func (t *Tool) scan(ctx context.Context) (*View, error) {
 		}
 		if a, ok := kafkastate.DecodeAck(r); ok {
 			v.Acks[a.ID()] = a
+		}
+		if k, ok := kafkastate.IsRedriven(r); ok {
+			v.Redriven[k] = true
 		}
 	})
 	if err != nil {

@@ -22,6 +22,9 @@ const DefaultTransactionalID = "walrelay-dlq-redrive"
 // commit order and releases it, going on while the relay answers that it
 // parked more meanwhile (doc.go, the protocol).
 func (t *Tool) redrive(ctx context.Context) error {
+	if t.o.selecting() {
+		return t.redriveLetters(ctx)
+	}
 	pub, err := t.publisher()
 	if err != nil {
 		return err
@@ -52,7 +55,7 @@ func (t *Tool) redrive(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := t.publish(ctx, pub, pending, rel); err != nil {
+		if err := t.publish(ctx, pub, pending, []*kgo.Record{kafkastate.ReleaseRecord(t.cfg.StateTopic, rel)}); err != nil {
 			return err
 		}
 		fmt.Fprintf(t.out, "re-published %d events of aggregate %s (%s through %s) to %s; released through %s\n",
@@ -151,9 +154,10 @@ func (t *Tool) publisher() (*kgo.Client, error) {
 }
 
 // publish re-publishes the redrivable letters in order, then writes the
-// release record: after every record is acknowledged, or, with
-// --exactly-once, in the same Kafka transaction.
-func (t *Tool) publish(ctx context.Context, pub *kgo.Client, letters []Letter, rel kafkastate.Release) error {
+// state records (the release, or what was re-published): after every
+// record is acknowledged, or, with --exactly-once, in the same Kafka
+// transaction.
+func (t *Tool) publish(ctx context.Context, pub *kgo.Client, letters []Letter, state []*kgo.Record) error {
 	if t.cfg.ExactlyOnce {
 		if err := pub.BeginTransaction(); err != nil {
 			return fmt.Errorf("begin kafka transaction: %w", err)
@@ -181,8 +185,10 @@ func (t *Tool) publish(ctx context.Context, pub *kgo.Client, letters []Letter, r
 		}
 	}
 	if t.cfg.ExactlyOnce {
-		pub.Produce(ctx, kafkastate.ReleaseRecord(t.cfg.StateTopic, rel), promise)
-		n++
+		for _, r := range state {
+			pub.Produce(ctx, r, promise)
+			n++
+		}
 	}
 	var errs error
 	for range n {
@@ -198,12 +204,12 @@ func (t *Tool) publish(ctx context.Context, pub *kgo.Client, letters []Letter, r
 		}
 	}
 	if errs != nil {
-		return fmt.Errorf("re-publish (nothing is released; run redrive again once the cause is fixed): %w", errs)
+		return fmt.Errorf("re-publish (nothing is released or recorded on the state topic; run redrive again once the cause is fixed): %w", errs)
 	}
 	if !t.cfg.ExactlyOnce {
 		// N.B. only once every re-published record is acknowledged.
-		if err := pub.ProduceSync(ctx, kafkastate.ReleaseRecord(t.cfg.StateTopic, rel)).FirstErr(); err != nil {
-			return fmt.Errorf("write release record to %s: %w", t.cfg.StateTopic, err)
+		if err := pub.ProduceSync(ctx, state...).FirstErr(); err != nil {
+			return fmt.Errorf("write state records to %s: %w", t.cfg.StateTopic, err)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -27,14 +28,12 @@ func (t *Tool) show(ctx context.Context) error {
 			}
 		}
 	case t.o.Offset != "":
-		p, o, ok := strings.Cut(t.o.Offset, ":")
-		part, perr := strconv.ParseInt(p, 10, 32)
-		off, oerr := strconv.ParseInt(o, 10, 64)
-		if !ok || perr != nil || oerr != nil {
-			return fmt.Errorf("%w: --offset %q: want partition:offset, e.g. 0:42", errUsage, t.o.Offset)
+		offsets, err := parseOffsets(t.o.Offset)
+		if err != nil {
+			return err
 		}
 		for _, l := range v.Letters {
-			if l.Partition == int32(part) && l.Offset == off {
+			if slices.Contains(offsets, [2]int64{int64(l.Partition), l.Offset}) {
 				ls = append(ls, l)
 			}
 		}

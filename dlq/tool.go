@@ -41,7 +41,9 @@ type Options struct {
 	Topic     string        // with Key: the aggregate of this topic and key
 	Key       string        //
 	Event     string        // show: the dead letters of this event id
-	Offset    string        // show: the dead letter at partition:offset
+	Offset    string        // show, redrive: the dead letters at partition:offset, comma-separated
+	Reason    string        // redrive: the dead letters of this walrelay.error.class
+	OrigTopic string        // redrive: the dead letters whose walrelay.original.topic is this
 	Full      bool          // show: values in full
 	SkipBad   bool          // redrive: leave the events that hold no record in the dead-letter topic
 	Wait      time.Duration // redrive, discard: how long to wait for the relay's answer
@@ -53,7 +55,9 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Topic, "agg-topic", "", "dlq: the parked aggregate's topic (with --agg-key)")
 	fs.StringVar(&o.Key, "agg-key", "", "dlq: the parked aggregate's key, as text (with --agg-topic)")
 	fs.StringVar(&o.Event, "event", "", "dlq show: the dead letters of this event id")
-	fs.StringVar(&o.Offset, "offset", "", "dlq show: the dead letter at partition:offset of the dead-letter topic")
+	fs.StringVar(&o.Offset, "offset", "", "dlq show, redrive: the dead letters at partition:offset of the dead-letter topic, comma-separated")
+	fs.StringVar(&o.Reason, "reason", "", "dlq redrive: the dead letters of this reason (walrelay.error.class, e.g. too_large)")
+	fs.StringVar(&o.OrigTopic, "original-topic", "", "dlq redrive: the dead letters that were going to this topic")
 	fs.BoolVar(&o.Full, "full", false, "dlq show: print values in full (default: their first 1000 bytes)")
 	fs.BoolVar(&o.SkipBad, "skip-unpublishable", false, "dlq redrive: leave parked events that hold no record (a NULL column, an invalid value) in the dead-letter topic and re-publish the others; without it redrive refuses")
 	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "dlq redrive, discard: how long to wait for the running relay's answer to the release")

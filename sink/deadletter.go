@@ -342,13 +342,19 @@ func (s *Sink) poison(ctx context.Context, tx *decode.Tx, ev *decode.Event, reas
 // logging msg. Admission decided on it: with --on-poison=halt it is not
 // called (haltError).
 func (s *Sink) rejectRecord(ctx context.Context, tx *decode.Tx, r *kgo.Record, why error, msg string, a *txAcks, meta recordMeta) (*txAcks, error) {
-	dl, err := s.deadLetterRejected(r, why, meta)
-	if err != nil {
-		return a, err
+	// N.B. the record as it was when it fits the dead-letter topic:
+	// walrelay dlq redrive --offset re-publishes it once the cause is fixed.
+	reason := deadLetterReason(why)
+	dl := s.recordLetter(tx, s.curEv, r, reason, why.Error(), []kgo.RecordHeader{{Key: HeaderPosition, Value: []byte(s.curPos.String())}})
+	if dl == nil {
+		var err error
+		if dl, err = s.deadLetterRejected(r, why, meta); err != nil {
+			return a, err
+		}
 	}
 	s.log.Warn(msg, zap.String("topic", r.Topic), zap.String("table", meta.table),
 		zap.Uint32("xid", tx.Xid), zap.Stringer("commit_lsn", tx.CommitLSN), zap.Error(why))
-	s.metrics.DeadLetter(string(dl.Headers[0].Value))
+	s.metrics.DeadLetter(reason)
 	if t := s.deps.Tracer; t != nil {
 		t.DeadLettered(r, why) // trace.go
 	}

@@ -166,30 +166,11 @@ func (s *Sink) parkedLetter(tx *decode.Tx, ev *decode.Event, r *kgo.Record, reas
 		msg = "parked behind event " + park.FirstEventID + " at " + park.Start.String()
 	}
 	if r != nil {
-		dl := &kgo.Record{Topic: s.cfg.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-		dl.Headers = append(dl.Headers, r.Headers...)
-		dl.Headers = append(dl.Headers,
-			kgo.RecordHeader{Key: HeaderOriginalHeaders, Value: strconv.AppendInt(nil, int64(len(r.Headers)), 10)},
-			kgo.RecordHeader{Key: HeaderTopic, Value: []byte(r.Topic)},
-			kgo.RecordHeader{Key: HeaderErrorClass, Value: []byte(reason)},
-			kgo.RecordHeader{Key: HeaderErrorMessage, Value: []byte(msg)},
-			kgo.RecordHeader{Key: HeaderTable, Value: []byte(ev.Table)},
-			kgo.RecordHeader{Key: HeaderCommitLSN, Value: []byte(tx.CommitLSN.String())},
-			kgo.RecordHeader{Key: HeaderXid, Value: strconv.AppendUint(nil, uint64(tx.Xid), 10)},
-			kgo.RecordHeader{Key: HeaderEventID, Value: ev.ID})
-		if ev.HasPartition {
-			dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(ev.Partition), 10)})
-		}
-		dl.Headers = append(dl.Headers, parkHdrs...)
-		limit := s.cfg.MaxMessageBytes
-		if l, ok := s.known[dl.Topic]; ok {
-			limit = l
-		}
-		if loneBatchBytes(dl) <= int(limit) {
+		if dl := s.recordLetter(tx, ev, r, reason, msg, parkHdrs); dl != nil {
 			return dl, nil
 		}
 		s.log.Warn("parked event larger than the dead-letter topic accepts: its dead letter cannot be re-published", zap.String("topic", r.Topic),
-			zap.Stringer("position", pos), zap.Int("bytes", loneBatchBytes(dl)), zap.Int32("limit", limit))
+			zap.Stringer("position", pos), zap.Int32("limit", s.deadLetterLimit()))
 	}
 	var dl *kgo.Record
 	var err error
@@ -208,6 +189,41 @@ func (s *Sink) parkedLetter(tx *decode.Tx, ev *decode.Event, r *kgo.Record, reas
 	}
 	dl.Headers = append(dl.Headers, parkHdrs...)
 	return dl, nil
+}
+
+// recordLetter is the dead letter that holds record r as it was (key,
+// value, timestamp, its own headers first, counted in
+// HeaderOriginalHeaders) with the dead-letter headers after them, tail
+// last, so that walrelay dlq redrive can re-publish it; nil when it is
+// larger than the dead-letter topic accepts.
+func (s *Sink) recordLetter(tx *decode.Tx, ev *decode.Event, r *kgo.Record, reason, msg string, tail []kgo.RecordHeader) *kgo.Record {
+	dl := &kgo.Record{Topic: s.cfg.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	dl.Headers = append(dl.Headers, r.Headers...)
+	dl.Headers = append(dl.Headers,
+		kgo.RecordHeader{Key: HeaderOriginalHeaders, Value: strconv.AppendInt(nil, int64(len(r.Headers)), 10)},
+		kgo.RecordHeader{Key: HeaderTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderErrorClass, Value: []byte(reason)},
+		kgo.RecordHeader{Key: HeaderErrorMessage, Value: []byte(msg)},
+		kgo.RecordHeader{Key: HeaderTable, Value: []byte(ev.Table)},
+		kgo.RecordHeader{Key: HeaderCommitLSN, Value: []byte(tx.CommitLSN.String())},
+		kgo.RecordHeader{Key: HeaderXid, Value: strconv.AppendUint(nil, uint64(tx.Xid), 10)},
+		kgo.RecordHeader{Key: HeaderEventID, Value: ev.ID})
+	if ev.HasPartition {
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(ev.Partition), 10)})
+	}
+	dl.Headers = append(dl.Headers, tail...)
+	if loneBatchBytes(dl) > int(s.deadLetterLimit()) {
+		return nil
+	}
+	return dl
+}
+
+// deadLetterLimit is the largest batch the dead-letter topic accepts.
+func (s *Sink) deadLetterLimit() int32 {
+	if l, ok := s.known[s.cfg.DeadLetterTopic]; ok {
+		return l
+	}
+	return s.cfg.MaxMessageBytes
 }
 
 // parkRejected parks the aggregate of record r, isolated (produced alone

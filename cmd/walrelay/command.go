@@ -55,6 +55,8 @@ func parseCommand(name string, args []string, stderr io.Writer, extra func(*flag
 		}
 		return nil, exitConfig
 	}
+	// N.B. status reads the parked aggregates when given Kafka settings.
+	fs.Visit(func(f *flag.Flag) { c.cfg.NoKafka = c.cfg.NoKafka && f.Name != "brokers" && f.Name != "on-poison" })
 	pc, err := c.cfg.stages()
 	c.pc = pc
 	if l, lerr := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr); lerr == nil {

@@ -36,8 +36,12 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "walrelay: %v\n", err)
 		return exitRuntime
 	}
-	for _, r := range rows {
+	parked, perr := pipeline.ParkedStatus(context.Background(), c.pc, !c.cfg.NoKafka)
+	for _, r := range append(rows, parked...) {
 		fmt.Fprintf(stdout, "%-22s %s\n", r.Name, r.Value)
+	}
+	if perr != nil {
+		fmt.Fprintf(stderr, "walrelay: warning: %v\n", perr)
 	}
 	if !st.Exists {
 		fmt.Fprintf(stderr, "walrelay: replication slot %q does not exist: `walrelay setup` or `walrelay run --create` creates it\n", rc.Slot)

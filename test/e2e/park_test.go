@@ -236,6 +236,7 @@ func parkRedrive(t *testing.T, eos bool) {
 		if !strings.Contains(out, "parked aggregates on "+b.state) || !strings.Contains(out, "key agg-K) parked for") {
 			t.Errorf("walrelay check (exit %d) does not list K as parked:\n%s", code, out)
 		}
+		b.statusParked(t, 1, "topic "+b.topic+" key "+parkK+": 7 events through ")
 	}
 
 	b.raiseLimit(t)
@@ -246,6 +247,9 @@ func parkRedrive(t *testing.T, eos bool) {
 	harness.WaitFor(t, time.Minute, "walrelay_parked_aggregates to drop to 0", func() bool {
 		return relay.Metric("walrelay_parked_aggregates") == 0
 	})
+	if !eos {
+		b.statusParked(t, 0, "")
+	}
 	b.write(t, 1, 0)
 	b.waitConfirmed(t)
 	h = histories(t, c.ToEnd(), b.topic)
@@ -256,6 +260,19 @@ func parkRedrive(t *testing.T, eos bool) {
 	checkHistory(t, parkK, h[parkK], 11)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// statusParked runs walrelay status with the Kafka settings and checks
+// that it counts n parked aggregates of the slot and, if n > 0, lists
+// one by a row holding row.
+func (b *parkBed) statusParked(t *testing.T, n int, row string) {
+	t.Helper()
+	out, code := e2etest.RunCmd(t, b.e, "status", "--checkpoint-topic", b.state)
+	want := fmt.Sprintf("parked_aggregates      %d (state topic %s)\n", n, b.state)
+	if code != 0 || !strings.Contains(out, want) || n > 0 && !regexp.MustCompile(`\nparked +`+regexp.QuoteMeta(row)).MatchString(out) ||
+		n == 0 && regexp.MustCompile(`\nparked +`).MatchString(out) {
+		t.Errorf("walrelay status (exit %d), want %q and %d parked rows (%q):\n%s", code, want, n, row, out)
 	}
 }
 
