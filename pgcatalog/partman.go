@@ -12,19 +12,13 @@ import (
 	"github.com/walrelay/walrelay/replication"
 )
 
-// RecoveryWindow is how far back the outbox's rows must be kept for a
-// recovery from the table after a slot is lost (docs/operate.md,
-// "Retention"): rows committed since the slot's last confirmed position are
-// read from the table, and a partition dropped before then takes its rows
-// with it. walrelay has no setting for it yet; this is the documented
-// value retention is checked against.
-const RecoveryWindow = 7 * 24 * time.Hour
-
 // PartmanCheck is `walrelay check`'s "outbox retention (pg_partman)": for
 // each outbox that pg_partman maintains (its part_config), the interval,
 // premake and retention, and a warning when a time retention is shorter
-// than window. ok is false when pg_partman maintains none of tables.
-func PartmanCheck(ctx context.Context, connString string, tables []string, window time.Duration) (ch preflight.Check, ok bool) {
+// than window plus margin (--recovery-window, --recover-margin: how far
+// back a recovery from the table reads). ok is false when pg_partman
+// maintains none of tables.
+func PartmanCheck(ctx context.Context, connString string, tables []string, window, margin time.Duration) (ch preflight.Check, ok bool) {
 	ch.Name = "outbox retention (pg_partman)"
 	conn, err := replication.ConnectSQL(ctx, connString)
 	if err != nil {
@@ -69,13 +63,16 @@ func PartmanCheck(ctx context.Context, connString string, tables []string, windo
 			continue
 		}
 		if seconds == nil {
-			ch.Warnings = append(ch.Warnings, fmt.Sprintf("pg_partman drops the partitions of %s more than %s values of %s behind the newest: walrelay cannot tell how long that is; keep at least the recovery window (%s) of rows, since a recovery from the table after a slot loss reads the rows committed since the slot's last confirmed position, and a dropped partition takes its rows with it (docs/operate.md, \"Retention\")",
-				parent, strings.TrimSpace(retention), control, fmtWindow(window)))
+			ch.Warnings = append(ch.Warnings, fmt.Sprintf("pg_partman drops the partitions of %s more than %s values of %s behind the newest: walrelay cannot tell how long that is; keep at least the recovery window (%s, --recovery-window) plus --recover-margin (%s) of rows, since a recovery from the table after a slot loss reads the rows committed since the slot's last confirmed position, and a dropped partition takes its rows with it (docs/operate.md, \"Retention\")",
+				parent, strings.TrimSpace(retention), control, fmtWindow(window), margin))
 			continue
 		}
-		if d := time.Duration(*seconds * float64(time.Second)); d < window {
-			ch.Warnings = append(ch.Warnings, fmt.Sprintf("pg_partman drops the partitions of %s older than %s, less than the recovery window (%s): rows committed since the slot's last confirmed position may be gone before a recovery from the table reads them; keep them longer: UPDATE %s SET retention = '%s' WHERE parent_table = '%s'; (docs/operate.md, \"Retention\")",
-				parent, retention, fmtWindow(window), pgx.Identifier{schema, "part_config"}.Sanitize(), fmtWindow(window), parent))
+		if d := time.Duration(*seconds * float64(time.Second)); d < window+margin {
+			// N.B. the fix in whole days, rounded up: an interval
+			// PostgreSQL reads, never shorter than needed.
+			days := (window + margin + 24*time.Hour - 1) / (24 * time.Hour)
+			ch.Warnings = append(ch.Warnings, fmt.Sprintf("pg_partman drops the partitions of %s older than %s, less than the recovery window (%s, --recovery-window) plus --recover-margin (%s): rows committed since the slot's last confirmed position may be gone before a recovery from the table reads them; keep them longer: UPDATE %s SET retention = '%d days' WHERE parent_table = '%s'; (docs/operate.md, \"Retention\")",
+				parent, retention, fmtWindow(window), margin, pgx.Identifier{schema, "part_config"}.Sanitize(), days, parent))
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -94,6 +94,7 @@ type SetupPlan struct {
 	stmts          []SetupStatement
 	slotStmt       int  // stmts' index of the slot
 	messages       bool // for the message source (AddEmit)
+	failover       bool // a failover slot (FailoverSlot)
 }
 
 // PlanSetup plans role (none when empty) with password, the publication of
@@ -124,8 +125,36 @@ func (p *SetupPlan) AddEmit(dc decode.Config) error {
 	return nil
 }
 
-// FailoverSlot makes the slot a failover slot (PostgreSQL 17+).
-func (p *SetupPlan) FailoverSlot() { p.stmts[p.slotStmt] = SlotStatement(p.slot, true) }
+// FailoverSlot makes the slot a failover slot (PostgreSQL 17+) and lets
+// the role log running-transactions records (SnapshotGrantSQL).
+func (p *SetupPlan) FailoverSlot() {
+	p.stmts[p.slotStmt] = SlotStatement(p.slot, true)
+	p.failover = true
+	if p.role != "" {
+		p.stmts = append(p.stmts, SetupStatement{SQL: SnapshotGrantSQL(p.role)})
+	}
+}
+
+// SnapshotGrantSQL lets role call pg_log_standby_snapshot(), which
+// PostgreSQL allows superusers alone by default: walrelay logs a
+// running-transactions record with it, so that a standby synchronizes a
+// new failover slot at its next cycle rather than after the server logs
+// one by itself (docs/failover.md, SyncNudge).
+func SnapshotGrantSQL(role string) string {
+	return "GRANT EXECUTE ON FUNCTION pg_log_standby_snapshot() TO " + QuoteRole(role)
+}
+
+// StandbyGrantNote says what to run for --pg-standby-url's role, which
+// wakes the standby's slot sync worker with pg_reload_conf(): setup does
+// not grant it, since on the primary it would let role reload the
+// primary's configuration too.
+func StandbyGrantNote(role string) string {
+	r := "<the role of --pg-standby-url>"
+	if role != "" {
+		r = QuoteRole(role) + " (or the role of --pg-standby-url)"
+	}
+	return fmt.Sprintf("with --pg-standby-url, walrelay wakes the standby's slot sync worker with pg_reload_conf() as that URL's role: a standby is read-only, so run on this primary (the grant reaches the standby with the WAL): GRANT EXECUTE ON FUNCTION pg_reload_conf() TO %s; (docs/failover.md)", r)
+}
 
 // Script writes the plan as an SQL script to run by hand (setup --print),
 // with the failover slot to create instead on PostgreSQL 17+ when
@@ -143,6 +172,10 @@ func (p *SetupPlan) Script(w io.Writer, failover bool) {
 	}
 	if failover {
 		fmt.Fprintln(w, "-- On PostgreSQL 17+, create a failover slot instead (docs/failover.md):\n-- "+CreateSlotSQL(p.slot, true))
+		if p.role != "" {
+			fmt.Fprintln(w, "-- and let the role log running-transactions records, which make a standby's copy of the slot synchronizable at once:\n-- "+SnapshotGrantSQL(p.role)+";")
+		}
+		fmt.Fprintln(w, "-- On PostgreSQL 17+, "+StandbyGrantNote(p.role))
 	}
 	fmt.Fprintln(w, "\n"+HBALine(p.role, "<database>"))
 }
@@ -171,6 +204,9 @@ func (p *SetupPlan) Apply(ctx context.Context, c *CommandConn, w io.Writer) erro
 		default:
 			fmt.Fprintf(w, "done:   %s\n", RedactPassword(ran))
 		}
+	}
+	if p.failover {
+		fmt.Fprintf(w, "note:   %s\n", StandbyGrantNote(p.role))
 	}
 	return nil
 }

@@ -70,3 +70,34 @@ func TestRoleStatementsHideThePassword(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverSlotGrantsTheSnapshot: with a failover slot, setup grants
+// the role pg_log_standby_snapshot() and says what to run for the
+// standby's pg_reload_conf(); without one, neither.
+func TestFailoverSlotGrantsTheSnapshot(t *testing.T) {
+	const grant = `GRANT EXECUTE ON FUNCTION pg_log_standby_snapshot() TO "relay";`
+	const note = `GRANT EXECUTE ON FUNCTION pg_reload_conf() TO "relay" (or the role of --pg-standby-url);`
+	for _, failover := range []bool{false, true} {
+		p, err := PlanSetup("relay", "", false, "pub", "slot", []string{"public.outbox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plain strings.Builder
+		p.Script(&plain, false)
+		if strings.Contains(plain.String(), "pg_log_standby_snapshot") || strings.Contains(plain.String(), "pg_reload_conf") {
+			t.Errorf("script without a failover slot names the failover grants:\n%s", plain.String())
+		}
+		var script strings.Builder
+		if failover {
+			p.FailoverSlot()
+		}
+		p.Script(&script, true)
+		if !strings.Contains(script.String(), "-- "+grant) || !strings.Contains(script.String(), note) {
+			t.Errorf("setup --print (failover slot planned: %v) does not show %q and %q:\n%s", failover, grant, note, script.String())
+		}
+		has := strings.Contains(script.String(), "\n"+grant+"\n")
+		if has != failover {
+			t.Errorf("failover slot %v: the grant is a statement of the plan: %v, want %v:\n%s", failover, has, failover, script.String())
+		}
+	}
+}

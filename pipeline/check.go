@@ -98,7 +98,7 @@ func Check(ctx context.Context, cfg Config, o CheckOptions) []CheckResult {
 		results = append(results, CheckResult{Check: pgcatalog.MessagesCheck(ctx, rc.ConnString, dc)})
 	}
 	if !failed["connect to PostgreSQL"] && !dc.NoTables {
-		if ch, ok := pgcatalog.PartmanCheck(ctx, rc.ConnString, rc.Tables, pgcatalog.RecoveryWindow); ok {
+		if ch, ok := pgcatalog.PartmanCheck(ctx, rc.ConnString, rc.Tables, cfg.Recovery.Window, cfg.Recovery.Margin); ok {
 			results = append(results, CheckResult{Check: ch})
 		}
 	}

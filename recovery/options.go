@@ -17,6 +17,10 @@ import (
 // DefaultMargin is Options.Margin's default.
 const DefaultMargin = 5 * time.Minute
 
+// DefaultWindow is Options.Window's default: a week, long enough for a
+// failover found on a Monday after a Friday night.
+const DefaultWindow = 7 * 24 * time.Hour
+
 // Options are the recovery settings a user gives (flags --recover-*,
 // --backfill).
 type Options struct {
@@ -33,6 +37,13 @@ type Options struct {
 	// (a row's created_at is its transaction's start) and the clocks'
 	// difference when the application sets Column. Default DefaultMargin.
 	Margin time.Duration
+	// Window is the longest time a slot may be gone, or walrelay stopped,
+	// and its events still be recovered from the outbox table: the
+	// outbox's retention must keep a row Window plus Margin after its
+	// commit (Retention). walrelay check warns about a pg_partman
+	// retention shorter than that; a recovery whose marker's commit time
+	// is older than Window says rows may be gone. Default DefaultWindow.
+	Window time.Duration
 	// MissingSlot makes run recover as `walrelay recover` does when the
 	// slot it streamed from is gone, instead of stopping (exit 3). Default
 	// false.
@@ -47,6 +58,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Column, "recover-column", "", "timestamp column that selects the outbox rows walrelay recover (and --backfill) publish and, without track_commit_timestamp, orders them per aggregate, e.g. created_at; commit-time: pg_xact_commit_timestamp(xmin) (default: commit-time when track_commit_timestamp is on)")
 	cli.BoolVar(fs, &o.All, "recover-all", false, "recover every row of the outbox, not only those since the slot marker's commit time minus --recover-margin")
 	cli.DurationVar(fs, &o.Margin, "recover-margin", DefaultMargin, "taken off the slot marker's commit time when selecting rows by --recover-column: longer than the longest transaction writing the outbox plus the clock difference of whoever sets the column")
+	cli.DurationVar(fs, &o.Window, "recovery-window", DefaultWindow, "the longest time the slot may be gone (or walrelay stopped) and its events still be recovered from the outbox table: keep outbox rows at least this plus --recover-margin; walrelay check warns about a shorter pg_partman retention, walrelay recover when the slot's last confirmed commit is older")
 	cli.BoolVar(fs, &o.MissingSlot, "recover-missing-slot", false, "when the slot walrelay streamed from is gone (a failover without a synchronized slot), recover from the outbox table as walrelay recover does and go on streaming, instead of stopping with exit 3")
 	cli.BoolVar(fs, &o.Backfill, "backfill", false, "when walrelay creates its slot, first publish the rows already in the outbox (chosen and ordered as --recover-column says), e.g. after a polling relay or a lost Debezium slot")
 }
@@ -57,8 +69,16 @@ func (o Options) Validate() error {
 	if o.Margin < 0 {
 		errs = append(errs, fmt.Errorf("--recover-margin %s: want 0 or more (default %s)", o.Margin, DefaultMargin))
 	}
+	if o.Window <= 0 {
+		errs = append(errs, fmt.Errorf("--recovery-window %s: want more than 0 (default %s)", o.Window, DefaultWindow))
+	}
 	return errors.Join(errs...)
 }
+
+// Retention is how long the outbox must keep a row after its commit for a
+// recovery within Window: the recovery reads back to the marker's commit
+// time minus Margin.
+func (o Options) Retention() time.Duration { return o.Window + o.Margin }
 
 // Kind says why rows are recovered.
 type Kind string

@@ -176,5 +176,11 @@ func choose(ctx context.Context, cfg Config, kind Kind, p *plan, acc *Account) e
 		acc.Since = fmt.Sprintf("%s at or after %s (the marker's commit time %s at %s minus --recover-margin %s)", col,
 			p.sel.Since.Format(time.RFC3339Nano), p.marker.ConfirmedCommitTime.Format(time.RFC3339Nano), p.marker.ConfirmedLSN, o.Margin)
 	}
+	// N.B. past the window, a retention sized to it (docs/operate.md,
+	// "Retention") may have removed rows the recovery would read.
+	if age := time.Since(p.marker.ConfirmedCommitTime); kind == Recover && !p.marker.ConfirmedCommitTime.IsZero() && age > o.Window {
+		acc.NotRecovered = append(acc.NotRecovered, fmt.Sprintf("rows the outbox's retention removed: the slot's last confirmed commit (%s) is %s old, longer than --recovery-window %s, so a retention sized to the window (--recovery-window plus --recover-margin) may have removed rows committed since; they cannot be recovered, and how many cannot be known",
+			p.marker.ConfirmedCommitTime.Format(time.RFC3339Nano), age.Round(time.Second), o.Window))
+	}
 	return nil
 }

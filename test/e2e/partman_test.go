@@ -166,8 +166,17 @@ func TestPartmanRetentionLosesNothing(t *testing.T) {
 	bed.Exec(t, dsn, `SELECT partman.create_parent(p_parent_table => 'public.outbox_timed', p_control => 'created_at', p_type => 'native', p_interval => 'daily')`)
 	bed.Exec(t, dsn, `UPDATE partman.part_config SET retention = '2 days', retention_keep_table = false WHERE parent_table = 'public.outbox_timed'`)
 	out, _ = e2etest.RunCmd(t, e, "check", "--table", "public.outbox,public.outbox_timed")
-	if want := "WARN  outbox retention (pg_partman): pg_partman drops the partitions of public.outbox_timed older than 2 days, less than the recovery window (7 days)"; !strings.Contains(out, want) {
-		t.Errorf("walrelay check does not say %q:\n%s", want, out)
+	if want := "WARN  outbox retention (pg_partman): pg_partman drops the partitions of public.outbox_timed older than 2 days, less than the recovery window (7 days, --recovery-window) plus --recover-margin (5m0s)"; !strings.Contains(out, want) || !strings.Contains(out, "SET retention = '8 days'") {
+		t.Errorf("walrelay check does not say %q with the fix:\n%s", want, out)
+	}
+	// The window is the user's: 2 days keep a 36 h window plus the
+	// margin, not a 48 h one.
+	timed := "pg_partman drops the partitions of public.outbox_timed older than 2 days"
+	if out, _ := e2etest.RunCmd(t, e, "check", "--table", "public.outbox,public.outbox_timed", "--recovery-window", "36h"); strings.Contains(out, timed) || !strings.Contains(out, "public.outbox_timed by created_at") {
+		t.Errorf("walrelay check --recovery-window 36h does not report the retention of 2 days without a warning:\n%s", out)
+	}
+	if out, _ := e2etest.RunCmd(t, e, "check", "--table", "public.outbox,public.outbox_timed", "--recovery-window", "48h"); !strings.Contains(out, timed+", less than the recovery window (2 days, --recovery-window) plus --recover-margin (5m0s)") || !strings.Contains(out, "SET retention = '3 days'") {
+		t.Errorf("walrelay check --recovery-window 48h does not warn that a retention of 2 days misses the margin:\n%s", out)
 	}
 }
 

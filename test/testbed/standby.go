@@ -33,6 +33,7 @@ type PGPair struct {
 	base             []string // the servers' arguments before a role's
 	sync             bool     // 17+: slot synchronization
 	async            bool     // no synchronized_standby_slots (Asynchronous)
+	settings         []string // both servers' -c arguments (Setting)
 }
 
 // PairOption changes how StartPGPair sets the pair up.
@@ -43,6 +44,12 @@ type PairOption func(*PGPair)
 // consumer can get ahead of the standby (a configuration users run; walrelay
 // only warns about it). The standby still synchronizes failover slots.
 func Asynchronous() PairOption { return func(p *PGPair) { p.async = true } }
+
+// Setting sets name = value on both servers of the pair, from their first
+// start as a pair (e.g. track_commit_timestamp, which needs a restart).
+func Setting(name, value string) PairOption {
+	return func(p *PGPair) { p.settings = append(p.settings, "-c", name+"="+value) }
+}
 
 // StartPGPair starts a primary and a standby of PostgreSQL major (the
 // machine's build, else the pinned build fetched into the cache) on free
@@ -91,7 +98,7 @@ func StartPGPair(t testing.TB, major string, opts ...PairOption) *PGPair {
 	}
 	p.Primary = primary
 	sync := pgMajorNum(primary.Version) >= 17
-	p.base = primary.Args
+	p.base = append(append([]string(nil), primary.Args...), p.settings...)
 	p.sync = sync
 	sdir := filepath.Join(dir, "standby", "pg")
 	standby := *primary
