@@ -162,7 +162,8 @@ func traceparent(sc trace.SpanContext) []byte {
 
 // Acked ends record r's span: acknowledged (err nil; the partition and
 // offset Kafka gave it), or failed (the relay restarts and sends the event
-// again, under a new span).
+// again, under a new span). A span ended already (DeadLettered, or an
+// earlier Acked) is left as it is.
 func (t *Relay) Acked(r *kgo.Record, err error) {
 	if t.tracer == nil || r.Context == nil {
 		return

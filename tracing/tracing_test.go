@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,30 @@ func TestRelayExporting(t *testing.T) {
 		t.Errorf("parent-based, sampled: traceparent %q, want walrelay's span", h)
 	}
 	pb.Acked(r4, nil)
+}
+
+// TestRelayEndsOnce: the first of DeadLettered and Acked ends the span;
+// a later call (the sink's safety net for an attempt that ended) changes
+// nothing.
+func TestRelayEndsOnce(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	valid, malformed := counters()
+	rl := NewRelay(RelayConfig{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Valid: valid, Malformed: malformed})
+	r := &kgo.Record{Topic: "t", Context: context.Background()}
+	rl.Record(testTx(), &decode.Event{ID: []byte("e-1"), TraceContext: []byte(tp)}, r, nil)
+	rl.DeadLettered(r, errors.New("parked behind event e-0"))
+	rl.Acked(r, errors.New("produce: sink done"))
+	rl.Acked(r, nil)
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans exported, want 1", len(spans))
+	}
+	for _, a := range spans[0].Attributes {
+		if a.Key == "walrelay.resent" || a.Key == "messaging.kafka.offset" {
+			t.Errorf("attribute %s set after the span ended", a.Key)
+		}
+	}
+	if spans[0].Status.Description != "parked behind event e-0" {
+		t.Errorf("status %q, want the dead letter's", spans[0].Status.Description)
+	}
 }
