@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -120,5 +121,35 @@ func NewProvider(ctx context.Context, getenv func(string) string, version string
 	}
 	// N.B. no WithSampler: the SDK reads OTEL_TRACES_SAMPLER and its
 	// argument (checked above), parentbased_always_on without them.
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batchDefaults(getenv)...), sdktrace.WithResource(res)), nil
+}
+
+// walrelay's batch span processor defaults, where the OTEL_BSP_* variable
+// is not set: a span per event at tens of thousands of events a second
+// overflows the SDK's queue of 2,048 (its spans dropped) between exports
+// of 512; and a span waits at most a second to be exported, not five (a
+// kill -9 loses what waits).
+const (
+	bspQueue = 16384
+	bspBatch = 4096
+	bspDelay = time.Second
+)
+
+// batchDefaults are the batch span processor's options for the OTEL_BSP_*
+// variables that are not set (the SDK reads those that are).
+func batchDefaults(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
+	var opts []sdktrace.BatchSpanProcessorOption
+	queue := getenv("OTEL_BSP_MAX_QUEUE_SIZE") == ""
+	if queue {
+		opts = append(opts, sdktrace.WithMaxQueueSize(bspQueue))
+	}
+	// N.B. the SDK caps a batch at the queue's size: a queue set smaller
+	// keeps its own batch.
+	if queue && getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
+		opts = append(opts, sdktrace.WithMaxExportBatchSize(bspBatch))
+	}
+	if getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+		opts = append(opts, sdktrace.WithBatchTimeout(bspDelay))
+	}
+	return opts
 }

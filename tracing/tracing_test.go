@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -205,5 +206,14 @@ func TestRelayEndsOnce(t *testing.T) {
 	}
 	if spans[0].Status.Description != "parked behind event e-0" {
 		t.Errorf("status %q, want the dead letter's", spans[0].Status.Description)
+	}
+}
+
+// TestLSNString: db.lsn as pglogrepl (and PostgreSQL) writes it.
+func TestLSNString(t *testing.T) {
+	for _, l := range []pglogrepl.LSN{0, 0x16B374D848, 0xFFFFFFFFFFFFFFFF, 0xA0000000B, 0x2642DD8} {
+		if got, want := lsnString(l), l.String(); got != want {
+			t.Errorf("lsnString(%d) = %q, want %q", uint64(l), got, want)
+		}
 	}
 }
