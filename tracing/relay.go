@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -35,6 +36,7 @@ type Relay struct {
 	valid, malformed prometheus.Counter
 	fixed            []attribute.KeyValue  // every span's, first
 	kind             trace.SpanStartOption // producer
+	started          time.Time             // NewRelay's call: the process's start
 	// bufs holds *attrBuf: the attributes of a span are built in one
 	// reused slice (the SDK copies them), not a new one per span.
 	bufs sync.Pool
@@ -44,7 +46,7 @@ type Relay struct {
 type attrBuf struct{ kv []attribute.KeyValue }
 
 // spanAttrs is the most attributes a span gets.
-const spanAttrs = 14
+const spanAttrs = 15
 
 // RelayConfig configures a Relay.
 type RelayConfig struct {
@@ -73,7 +75,8 @@ func NewRelay(cfg RelayConfig) *Relay {
 			attribute.String("messaging.operation.name", "send"),
 			attribute.String("db.system.name", "postgresql"),
 		},
-		kind: trace.WithSpanKind(trace.SpanKindProducer),
+		kind:    trace.WithSpanKind(trace.SpanKindProducer),
+		started: time.Now(),
 	}
 	if cfg.Database != "" {
 		t.fixed = append(t.fixed, attribute.String("db.namespace", cfg.Database))
@@ -120,7 +123,8 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 		// ends (spanRecord.end): set here and then added to, the SDK's
 		// attribute slice was allocated twice.
 		r.Context = &spanRecord{Context: ctx, span: span, id: string(ev.ID), key: string(ev.Key), table: ev.Table,
-			lsn: tx.CommitLSN, xid: tx.Xid}
+			replayed: tx.CommitTime.Before(t.started),
+			lsn:      tx.CommitLSN, xid: tx.Xid}
 	} else {
 		r.Context = ctx
 	}
@@ -156,6 +160,8 @@ type spanRecord struct {
 	table   string
 	lsn     pglogrepl.LSN
 	xid     uint32
+	// replayed: committed before this process started.
+	replayed bool
 }
 
 // end sets the attributes of record r's span sr, with more, and ends it.
@@ -171,6 +177,11 @@ func (t *Relay) end(sr *spanRecord, r *kgo.Record, more ...attribute.KeyValue) {
 		attribute.String("db.lsn", lsnString(sr.lsn)),
 		attribute.Int64("db.txId", int64(sr.xid)),
 	)
+	if sr.replayed {
+		// N.B. an earlier process may have sent it: a restart sends again
+		// what was not confirmed.
+		b.kv = append(b.kv, attribute.Bool("walrelay.replayed", true))
+	}
 	b.kv = append(b.kv, more...)
 	sr.span.SetAttributes(b.kv...) // N.B. copied
 	t.bufs.Put(b)

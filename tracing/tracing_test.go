@@ -217,3 +217,34 @@ func TestLSNString(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayReplayed: an event committed before the Relay was made (the
+// process started) may have been sent by an earlier process: its span is
+// marked walrelay.replayed; one committed since is not.
+func TestRelayReplayed(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	valid, malformed := counters()
+	rl := NewRelay(RelayConfig{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Valid: valid, Malformed: malformed})
+	for _, at := range []time.Time{rl.started.Add(-time.Second), rl.started.Add(time.Second)} {
+		tx := testTx()
+		tx.CommitTime = at
+		r := &kgo.Record{Topic: "t", Context: context.Background()}
+		rl.Record(tx, &decode.Event{ID: []byte("e-1"), TraceContext: []byte(tp)}, r, nil)
+		rl.Acked(r, nil)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	for i, want := range []bool{true, false} {
+		got := false
+		for _, a := range spans[i].Attributes {
+			if a.Key == "walrelay.replayed" {
+				got = a.Value.AsBool()
+			}
+		}
+		if got != want {
+			t.Errorf("span %d: walrelay.replayed %v, want %v", i, got, want)
+		}
+	}
+}
