@@ -3,11 +3,15 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -34,14 +38,22 @@ func BenchmarkRelay(b *testing.B) {
 	for i := range all {
 		all[i] = fmt.Appendf(nil, "#Sun Dec 06 06:00:00 UTC 2026\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-%016x-01\n", i+1)
 	}
+	// N.B. a Collector that reads and drops what it is sent, so that the
+	// OTLP exporter's encoding and HTTP requests count.
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer sink.Close()
 	for _, bc := range []struct {
 		name      string
 		exporting bool
+		otlp      bool
 		contexts  [][]byte
 	}{
-		{"not-exporting", false, all},
-		{"exporting-100pct", true, all},
-		{"exporting-10pct", true, contexts},
+		{"not-exporting", false, false, all},
+		{"exporting-100pct", true, false, all},
+		{"exporting-10pct", true, false, contexts},
+		{"otlp-http-100pct", true, true, all},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			valid, malformed := counters()
@@ -49,7 +61,17 @@ func BenchmarkRelay(b *testing.B) {
 			if bc.exporting {
 				// N.B. a provider per run: one shut down would start spans
 				// that record nothing.
-				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				var exp sdktrace.SpanExporter = tracetest.NewNoopExporter()
+				var opts []sdktrace.BatchSpanProcessorOption
+				if bc.otlp {
+					var err error
+					if exp, err = otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL), otlptracehttp.WithInsecure()); err != nil {
+						b.Fatal(err)
+					}
+					// N.B. walrelay's batch processor defaults, as NewProvider sets them.
+					opts = batchDefaults(func(string) string { return "" })
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, opts...))
 				defer tp.Shutdown(context.Background())
 				cfg.Provider, cfg.ParentBased = tp, true
 			}

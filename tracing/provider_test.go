@@ -91,3 +91,22 @@ func TestBatchDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryBytes: nothing when not exporting; the queue, walrelay's or
+// OTEL_BSP_MAX_QUEUE_SIZE's, twice over otherwise.
+func TestMemoryBytes(t *testing.T) {
+	ep := "OTEL_EXPORTER_OTLP_ENDPOINT"
+	for _, tc := range []struct {
+		getenv func(string) string
+		want   int64
+	}{
+		{env(), 0},
+		{env(ep, "http://c:4318"), 2 * bspQueue * spanBytes},
+		{env(ep, "http://c:4318", "OTEL_BSP_MAX_QUEUE_SIZE", "100"), 2 * 100 * spanBytes},
+		{env(ep, "http://c:4318", "OTEL_TRACES_EXPORTER", "none"), 0},
+	} {
+		if got := MemoryBytes(tc.getenv); got != tc.want {
+			t.Errorf("MemoryBytes = %d, want %d", got, tc.want)
+		}
+	}
+}
