@@ -8,6 +8,7 @@ import (
 
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/tracing"
 )
 
 // SetMemoryLimit gives the Go runtime a soft memory limit of what the
@@ -30,7 +31,16 @@ func (c Config) MemoryLimit() int64 {
 	if inflight == 0 {
 		inflight = sink.DefaultMaxInflightBytes
 	}
-	return int64(inflight) + replication.BufferBytes + memoryHeadroom
+	return int64(inflight) + replication.BufferBytes + memoryHeadroom + c.spanBytes()
+}
+
+// spanBytes is what exporting spans holds (tracing.MemoryBytes), when the
+// relay reads trace contexts and OTEL_* configures export.
+func (c Config) spanBytes() int64 {
+	if c.Decode.TraceContextColumn == "-" {
+		return 0
+	}
+	return tracing.MemoryBytes(os.Getenv)
 }
 
 // memoryHeadroom is the Go memory walrelay needs besides what

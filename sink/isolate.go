@@ -141,12 +141,16 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 	}
 	switch {
 	case err == nil:
+		s.traceAcked(r, nil) // trace.go
 		s.metrics.Published(r.Topic, meta.commitTime, handed)
 		s.cur.Ack()
 		return nil
 	case errors.Is(err, errSinkDone):
-		return s.doneErr(ctx)
+		err = s.doneErr(ctx)
+		s.traceAcked(r, err)
+		return err
 	case !rejected(err):
+		s.traceAcked(r, err)
 		s.metrics.Failure()
 		err = fmt.Errorf("produce to topic %s partition %d: %w", r.Topic, r.Partition, err)
 		s.fail(err)
@@ -154,6 +158,7 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 	}
 	// N.B. a timestamp walrelay chose is not the record's fault.
 	if retry := s.timestampRetry(r, err, own); retry != nil {
+		s.traceAcked(r, retry)
 		s.metrics.Failure()
 		s.fail(retry)
 		return retry
@@ -168,9 +173,11 @@ func (s *Sink) produceIsolated(ctx context.Context, tx *decode.Tx, r *kgo.Record
 		if w := s.delivery.haltsOnRejected(); w != "" {
 			why = w
 		}
+		s.traceAcked(r, err)
 		return fmt.Errorf("%w: xid %d, commit lsn %s, produce to topic %s: kafka rejected the record on its own: %w (%s: nothing from this event on is confirmed)",
 			ErrPoison, tx.Xid, tx.CommitLSN, r.Topic, err, why)
 	}
+	s.traceDeadLettered(r, err)
 	if s.parks != nil && len(r.Key) > 0 {
 		return s.parkRejected(ctx, tx, r, err, meta)
 	}
@@ -202,7 +209,11 @@ func (s *Sink) produceAndWait(ctx context.Context, r *kgo.Record) error {
 	h := s.clock.open()
 	h.pending.Add(1)
 	done := make(chan error, 1)
-	r.Context = s.held
+	if r.Context == nil {
+		// N.B. an event's record has s.held already, or a context
+		// derived from it that carries its span (Tracer.Record).
+		r.Context = s.held
+	}
 	s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 		h.pending.Add(-1)
 		done <- err

@@ -120,9 +120,6 @@ func (s *Sink) parking() bool { return s.cfg.OnPoison == OnPoisonPark }
 // parkNew), and writes the aggregate's park record; both acknowledge the
 // event's transaction.
 func (s *Sink) parkEvent(ctx context.Context, tx *decode.Tx, ev *decode.Event, r *kgo.Record, v verdict, pos kafkastate.Pos, a *txAcks, meta recordMeta) (*txAcks, error) {
-	if ev.Err != nil {
-		r = nil // a bad partition's record headers were given back
-	}
 	src := s.deps.Source
 	agg := kafkastate.Agg(src, ev.Topic, ev.Key)
 	reason, msg := v.reason, ""
@@ -133,6 +130,14 @@ func (s *Sink) parkEvent(ctx context.Context, tx *decode.Tx, ev *decode.Event, r
 		reason = ReasonParked
 	}
 	park := s.parks.mark(agg, pos, string(ev.ID), reason, msg, time.Now())
+	if v.why != nil {
+		s.traceDeadLettered(r, v.why) // trace.go
+	} else {
+		s.traceDeadLettered(r, fmt.Errorf("parked behind event %s at %s", park.FirstEventID, park.Start))
+	}
+	if ev.Err != nil {
+		r = nil // a bad partition's record headers were given back
+	}
 	dl, err := s.parkedLetter(tx, ev, r, reason, msg, park, pos, meta)
 	if err != nil {
 		return a, err

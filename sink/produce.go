@@ -106,6 +106,7 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 		v := g.admit(tx, ev, r, false)
 		if v.outcome == recount {
 			if err := s.recountPartitions(ctx, ev.Topic); err != nil {
+				s.traceAcked(r, err) // trace.go
 				return err
 			}
 			v = g.admit(tx, ev, r, true)
@@ -113,6 +114,7 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 		if v.cause == causeBadPartition {
 			hdrs = hdrs[:start]
 			ev.Err, ev.Reason = v.why, v.reason
+			s.traceDeadLettered(r, v.why) // trace.go
 		}
 		pos := kafkastate.Pos{LSN: tx.CommitLSN, Index: s.evIndex + uint32(i)}
 		s.curEv, s.curPos = ev, pos // for parkRejected
@@ -122,6 +124,7 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 			a, err = s.deliver(ctx, tx, ev, r, v, a, meta)
 		}
 		if err != nil {
+			s.traceAcked(r, err) // trace.go: not produced (a span ended already stays so)
 			return err
 		}
 	}

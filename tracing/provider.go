@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -120,5 +121,58 @@ func NewProvider(ctx context.Context, getenv func(string) string, version string
 	}
 	// N.B. no WithSampler: the SDK reads OTEL_TRACES_SAMPLER and its
 	// argument (checked above), parentbased_always_on without them.
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batchDefaults(getenv)...), sdktrace.WithResource(res)), nil
+}
+
+// walrelay's batch span processor defaults, where the OTEL_BSP_* variable
+// is not set: a span per event at tens of thousands of events a second
+// overflows the SDK's queue of 2,048 (its spans dropped) between exports
+// of 512; and a span waits at most a second to be exported, not five (a
+// kill -9 loses what waits). MemoryBytes counts the queue.
+const (
+	bspQueue = 8192
+	bspBatch = 2048
+	bspDelay = time.Second
+)
+
+// spanBytes is the Go memory a sampled span holds from its end to its
+// export: its snapshot and attributes, about 1.5 KB, and its share of the
+// OTLP request (BenchmarkRelay allocates 2.8 KB a span, 4.8 KB with the
+// OTLP/HTTP exporter).
+const spanBytes = 2 << 10
+
+// MemoryBytes is the Go memory span export may hold when the environment
+// configures it (Enabled; else 0): the batch span processor's queue full,
+// and as much again for the batch being exported and its encoding. The
+// relay's soft memory limit must count it: without it the collector ran
+// back to back at 100 % sampling (a drain at 50 µs of CPU an event, 12 µs
+// with GOMEMLIMIT=off).
+func MemoryBytes(getenv func(string) string) int64 {
+	if !Enabled(getenv) {
+		return 0
+	}
+	queue := bspQueue
+	if v, err := strconv.Atoi(strings.TrimSpace(getenv("OTEL_BSP_MAX_QUEUE_SIZE"))); err == nil && v > 0 {
+		queue = v
+	}
+	return 2 * int64(queue) * spanBytes
+}
+
+// batchDefaults are the batch span processor's options for the OTEL_BSP_*
+// variables that are not set (the SDK reads those that are).
+func batchDefaults(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
+	var opts []sdktrace.BatchSpanProcessorOption
+	queue := getenv("OTEL_BSP_MAX_QUEUE_SIZE") == ""
+	if queue {
+		opts = append(opts, sdktrace.WithMaxQueueSize(bspQueue))
+	}
+	// N.B. the SDK caps a batch at the queue's size: a queue set smaller
+	// keeps its own batch.
+	if queue && getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
+		opts = append(opts, sdktrace.WithMaxExportBatchSize(bspBatch))
+	}
+	if getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+		opts = append(opts, sdktrace.WithBatchTimeout(bspDelay))
+	}
+	return opts
 }

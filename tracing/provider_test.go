@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 func env(kv ...string) func(string) string {
@@ -62,5 +65,48 @@ func TestCheckEnv(t *testing.T) {
 	}
 	if _, err := NewProvider(context.Background(), env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"), "test"); !errors.Is(err, ErrConfig) {
 		t.Errorf("NewProvider with http/json: %v", err)
+	}
+}
+
+// TestBatchDefaults: walrelay's queue, batch and delay where OTEL_BSP_*
+// leaves them unset; a variable set is the SDK's to read.
+func TestBatchDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		getenv       func(string) string
+		queue, batch int
+		delay        time.Duration
+	}{
+		{"unset", env(), bspQueue, bspBatch, bspDelay},
+		{"queue set", env("OTEL_BSP_MAX_QUEUE_SIZE", "100"), 0, 0, bspDelay},
+		{"batch set", env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64"), bspQueue, 0, bspDelay},
+		{"delay set", env("OTEL_BSP_SCHEDULE_DELAY", "100"), bspQueue, bspBatch, 0},
+	} {
+		var o sdktrace.BatchSpanProcessorOptions
+		for _, opt := range batchDefaults(tc.getenv) {
+			opt(&o)
+		}
+		if o.MaxQueueSize != tc.queue || o.MaxExportBatchSize != tc.batch || o.BatchTimeout != tc.delay {
+			t.Errorf("%s: queue %d batch %d delay %s, want %d %d %s", tc.name, o.MaxQueueSize, o.MaxExportBatchSize, o.BatchTimeout, tc.queue, tc.batch, tc.delay)
+		}
+	}
+}
+
+// TestMemoryBytes: nothing when not exporting; the queue, walrelay's or
+// OTEL_BSP_MAX_QUEUE_SIZE's, twice over otherwise.
+func TestMemoryBytes(t *testing.T) {
+	ep := "OTEL_EXPORTER_OTLP_ENDPOINT"
+	for _, tc := range []struct {
+		getenv func(string) string
+		want   int64
+	}{
+		{env(), 0},
+		{env(ep, "http://c:4318"), 2 * bspQueue * spanBytes},
+		{env(ep, "http://c:4318", "OTEL_BSP_MAX_QUEUE_SIZE", "100"), 2 * 100 * spanBytes},
+		{env(ep, "http://c:4318", "OTEL_TRACES_EXPORTER", "none"), 0},
+	} {
+		if got := MemoryBytes(tc.getenv); got != tc.want {
+			t.Errorf("MemoryBytes = %d, want %d", got, tc.want)
+		}
 	}
 }

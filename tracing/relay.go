@@ -1,8 +1,13 @@
 package tracing
 
 import (
+	"context"
 	"encoding/hex"
 	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,12 +31,22 @@ const ScopeName = "github.com/walrelay/walrelay/tracing"
 // record's traceparent and tracestate headers, and ends the span when
 // Kafka acknowledges the record. Safe for concurrent use.
 type Relay struct {
-	tracer             trace.Tracer // nil: not exporting
-	parentBased        bool
-	valid, malformed   prometheus.Counter
-	system, opType     attribute.KeyValue
-	dbSystem, database attribute.KeyValue
+	tracer           trace.Tracer // nil: not exporting
+	parentBased      bool
+	valid, malformed prometheus.Counter
+	fixed            []attribute.KeyValue  // every span's, first
+	kind             trace.SpanStartOption // producer
+	started          time.Time             // NewRelay's call: the process's start
+	// bufs holds *attrBuf: the attributes of a span are built in one
+	// reused slice (the SDK copies them), not a new one per span.
+	bufs sync.Pool
 }
+
+// attrBuf is a reusable attribute list.
+type attrBuf struct{ kv []attribute.KeyValue }
+
+// spanAttrs is the most attributes a span gets.
+const spanAttrs = 15
 
 // RelayConfig configures a Relay.
 type RelayConfig struct {
@@ -54,11 +69,19 @@ type RelayConfig struct {
 func NewRelay(cfg RelayConfig) *Relay {
 	t := &Relay{
 		valid: cfg.Valid, malformed: cfg.Malformed,
-		system:   attribute.String("messaging.system", "kafka"),
-		opType:   attribute.String("messaging.operation.type", "send"),
-		dbSystem: attribute.String("db.system.name", "postgresql"),
-		database: attribute.String("db.namespace", cfg.Database),
+		fixed: []attribute.KeyValue{
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.operation.name", "send"),
+			attribute.String("db.system.name", "postgresql"),
+		},
+		kind:    trace.WithSpanKind(trace.SpanKindProducer),
+		started: time.Now(),
 	}
+	if cfg.Database != "" {
+		t.fixed = append(t.fixed, attribute.String("db.namespace", cfg.Database))
+	}
+	t.bufs.New = func() any { return &attrBuf{kv: make([]attribute.KeyValue, 0, spanAttrs)} }
 	if cfg.Provider != nil {
 		t.tracer = cfg.Provider.Tracer(ScopeName)
 		t.parentBased = cfg.ParentBased
@@ -94,25 +117,17 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 	}
 	sc, _ := spanContext(tp, ts)
 	ctx, span := t.tracer.Start(trace.ContextWithRemoteSpanContext(r.Context, sc), SpanName,
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(tx.CommitTime))
+		t.kind, trace.WithTimestamp(tx.CommitTime))
 	if span.IsRecording() {
-		// N.B. attributes only on sampled spans: an unsampled event costs
-		// a span context, not its attributes.
-		span.SetAttributes(t.system, t.opType,
-			attribute.String("messaging.operation.name", "send"),
-			attribute.String("messaging.destination.name", r.Topic),
-			attribute.String("messaging.message.id", string(ev.ID)),
-			attribute.String("messaging.kafka.message.key", string(ev.Key)),
-			t.dbSystem,
-			attribute.String("db.collection.name", ev.Table),
-			attribute.String("db.lsn", tx.CommitLSN.String()),
-			attribute.Int64("db.txId", int64(tx.Xid)),
-		)
-		if t.database.Value.AsString() != "" {
-			span.SetAttributes(t.database)
-		}
+		// N.B. attributes only on sampled spans, and set once, as the span
+		// ends (spanRecord.end): set here and then added to, the SDK's
+		// attribute slice was allocated twice.
+		r.Context = &spanRecord{Context: ctx, span: span, id: string(ev.ID), key: string(ev.Key), table: ev.Table,
+			replayed: tx.CommitTime.Before(t.started),
+			lsn:      tx.CommitLSN, xid: tx.Xid}
+	} else {
+		r.Context = ctx
 	}
-	r.Context = ctx
 	hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTraceparent, Value: traceparent(span.SpanContext())})
 	// N.B. the SDK gives the child its parent's tracestate: the writer's.
 	if span.SpanContext().TraceState().Len() > 0 {
@@ -127,13 +142,65 @@ func (t *Relay) DeadLettered(r *kgo.Record, why error) {
 	if t.tracer == nil || r.Context == nil {
 		return
 	}
-	span := trace.SpanFromContext(r.Context)
-	if !span.IsRecording() {
+	sr, ok := r.Context.(*spanRecord)
+	if !ok || !sr.span.IsRecording() {
 		return
 	}
-	span.SetStatus(codes.Error, why.Error())
-	span.SetAttributes(attribute.Bool("walrelay.dead_lettered", true))
-	span.End()
+	sr.span.SetStatus(codes.Error, why.Error())
+	t.end(sr, r, attribute.Bool("walrelay.dead_lettered", true))
+}
+
+// spanRecord is the Context of a record whose event has a recording span:
+// the span's (derived from the record's own), and what the span's
+// attributes are made of when it ends.
+type spanRecord struct {
+	context.Context
+	span    trace.Span
+	id, key string
+	table   string
+	lsn     pglogrepl.LSN
+	xid     uint32
+	// replayed: committed before this process started.
+	replayed bool
+}
+
+// end sets the attributes of record r's span sr, with more, and ends it.
+func (t *Relay) end(sr *spanRecord, r *kgo.Record, more ...attribute.KeyValue) {
+	b := t.bufs.Get().(*attrBuf)
+	b.kv = append(b.kv[:0], t.fixed...)
+	b.kv = append(b.kv,
+		attribute.String("messaging.destination.name", r.Topic),
+		attribute.String("messaging.message.id", sr.id),
+		attribute.String("messaging.kafka.message.key", sr.key),
+		attribute.Int("messaging.message.body.size", len(r.Value)),
+		attribute.String("db.collection.name", sr.table),
+		attribute.String("db.lsn", lsnString(sr.lsn)),
+		attribute.Int64("db.txId", int64(sr.xid)),
+	)
+	if sr.replayed {
+		// N.B. an earlier process may have sent it: a restart sends again
+		// what was not confirmed.
+		b.kv = append(b.kv, attribute.Bool("walrelay.replayed", true))
+	}
+	b.kv = append(b.kv, more...)
+	sr.span.SetAttributes(b.kv...) // N.B. copied
+	t.bufs.Put(b)
+	sr.span.End()
+}
+
+// lsnString is lsn as PostgreSQL writes it (pglogrepl's LSN.String),
+// without fmt.
+func lsnString(lsn pglogrepl.LSN) string {
+	var b [17]byte
+	out := strconv.AppendUint(b[:0], uint64(lsn>>32), 16)
+	out = append(out, '/')
+	out = strconv.AppendUint(out, uint64(uint32(lsn)), 16)
+	for i, c := range out {
+		if c >= 'a' {
+			out[i] = c - 'a' + 'A'
+		}
+	}
+	return string(out)
 }
 
 // sampled reports whether valid traceparent tp has the sampled flag (bit
@@ -162,23 +229,22 @@ func traceparent(sc trace.SpanContext) []byte {
 
 // Acked ends record r's span: acknowledged (err nil; the partition and
 // offset Kafka gave it), or failed (the relay restarts and sends the event
-// again, under a new span).
+// again, under a new span). A span ended already (DeadLettered, or an
+// earlier Acked) is left as it is.
 func (t *Relay) Acked(r *kgo.Record, err error) {
 	if t.tracer == nil || r.Context == nil {
 		return
 	}
-	span := trace.SpanFromContext(r.Context)
-	if !span.IsRecording() {
+	sr, ok := r.Context.(*spanRecord)
+	if !ok || !sr.span.IsRecording() {
 		return
 	}
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attribute.Bool("walrelay.resent", true))
-	} else {
-		span.SetAttributes(
-			attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
-			attribute.Int64("messaging.kafka.offset", r.Offset),
-		)
+		sr.span.SetStatus(codes.Error, err.Error())
+		t.end(sr, r, attribute.Bool("walrelay.resent", true))
+		return
 	}
-	span.End()
+	t.end(sr, r,
+		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
+		attribute.Int64("messaging.kafka.offset", r.Offset))
 }

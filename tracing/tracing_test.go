@@ -2,10 +2,12 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -179,4 +181,70 @@ func TestRelayExporting(t *testing.T) {
 		t.Errorf("parent-based, sampled: traceparent %q, want walrelay's span", h)
 	}
 	pb.Acked(r4, nil)
+}
+
+// TestRelayEndsOnce: the first of DeadLettered and Acked ends the span;
+// a later call (the sink's safety net for an attempt that ended) changes
+// nothing.
+func TestRelayEndsOnce(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	valid, malformed := counters()
+	rl := NewRelay(RelayConfig{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Valid: valid, Malformed: malformed})
+	r := &kgo.Record{Topic: "t", Context: context.Background()}
+	rl.Record(testTx(), &decode.Event{ID: []byte("e-1"), TraceContext: []byte(tp)}, r, nil)
+	rl.DeadLettered(r, errors.New("parked behind event e-0"))
+	rl.Acked(r, errors.New("produce: sink done"))
+	rl.Acked(r, nil)
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans exported, want 1", len(spans))
+	}
+	for _, a := range spans[0].Attributes {
+		if a.Key == "walrelay.resent" || a.Key == "messaging.kafka.offset" {
+			t.Errorf("attribute %s set after the span ended", a.Key)
+		}
+	}
+	if spans[0].Status.Description != "parked behind event e-0" {
+		t.Errorf("status %q, want the dead letter's", spans[0].Status.Description)
+	}
+}
+
+// TestLSNString: db.lsn as pglogrepl (and PostgreSQL) writes it.
+func TestLSNString(t *testing.T) {
+	for _, l := range []pglogrepl.LSN{0, 0x16B374D848, 0xFFFFFFFFFFFFFFFF, 0xA0000000B, 0x2642DD8} {
+		if got, want := lsnString(l), l.String(); got != want {
+			t.Errorf("lsnString(%d) = %q, want %q", uint64(l), got, want)
+		}
+	}
+}
+
+// TestRelayReplayed: an event committed before the Relay was made (the
+// process started) may have been sent by an earlier process: its span is
+// marked walrelay.replayed; one committed since is not.
+func TestRelayReplayed(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	valid, malformed := counters()
+	rl := NewRelay(RelayConfig{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Valid: valid, Malformed: malformed})
+	for _, at := range []time.Time{rl.started.Add(-time.Second), rl.started.Add(time.Second)} {
+		tx := testTx()
+		tx.CommitTime = at
+		r := &kgo.Record{Topic: "t", Context: context.Background()}
+		rl.Record(tx, &decode.Event{ID: []byte("e-1"), TraceContext: []byte(tp)}, r, nil)
+		rl.Acked(r, nil)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	for i, want := range []bool{true, false} {
+		got := false
+		for _, a := range spans[i].Attributes {
+			if a.Key == "walrelay.replayed" {
+				got = a.Value.AsBool()
+			}
+		}
+		if got != want {
+			t.Errorf("span %d: walrelay.replayed %v, want %v", i, got, want)
+		}
+	}
 }

@@ -1,0 +1,183 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/testbed"
+)
+
+// TestTracingKill9KafkaRestart: with spans exported to a real
+// OpenTelemetry Collector, walrelay is killed with SIGKILL while it relays
+// and started again, then Kafka is stopped and started while events are
+// written. Nothing is lost; every span in the Collector's output is whole
+// (ended, in the writer's trace) and either the acknowledgement of one of
+// the event's records (its offset) or marked walrelay.resent (an attempt
+// that failed); every event written after the kill has an acknowledged
+// span, and none is marked walrelay.replayed; the spans of the events
+// sent again after the kill are. The events written before the kill may
+// lack one: acknowledged and
+// confirmed by the killed process, their spans still waiting to be
+// exported, which the FIGURES line counts (the batch processor's delay,
+// 100 ms here, a second by default, is the window).
+func TestTracingKill9KafkaRestart(t *testing.T) {
+	testbed.Disrupt(t)
+	col := testbed.StartCollector(t)
+	e := harness.NewEnv(t, relayBin)
+	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN tracingspancontext text`)
+	const service = "walrelay-fault"
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+col.HTTP)
+	t.Setenv("OTEL_SERVICE_NAME", service)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	relay := e.StartRelay(t)
+	relay.WaitStreaming()
+
+	ctx := context.Background()
+	conn := harness.Connect(t, e.DSN)
+	defer conn.Close(ctx)
+	trace := map[string]string{} // event id -> its writer's trace id
+	var order []string           // event ids in commit order
+	write := func(n int) {
+		t.Helper()
+		for range n {
+			id := harness.NewUUID()
+			tr := strings.ReplaceAll(harness.NewUUID(), "-", "")
+			sp := strings.ReplaceAll(harness.NewUUID(), "-", "")[:16]
+			k := len(order)
+			if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tracingspancontext)
+				VALUES ($1, $2, $3, 'Changed', '{}'::jsonb, $4)`, id, e.AggType(k), fmt.Sprintf("agg-%d", k%20), "traceparent=00-"+tr+"-"+sp+"-01"); err != nil {
+				t.Fatal(err)
+			}
+			trace[id] = tr
+			order = append(order, id)
+		}
+	}
+	confirmed := func(what string) {
+		t.Helper()
+		after := e.Bed.CurrentWALLSN(t, e.DSN)
+		harness.WaitFor(t, 3*time.Minute, what, func() bool {
+			if relay.Exited() {
+				t.Fatalf("walrelay exited")
+			}
+			return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
+		})
+	}
+
+	write(100)
+	confirmed("the slot to be confirmed past the first events")
+	// kill -9 while it relays the next ones.
+	write(100)
+	relay.Kill()
+	beforeKill := len(order)
+	relay = e.StartRelay(t)
+	relay.WaitStreaming()
+	write(100)
+	// Kafka restarted while events are written.
+	e.Bed.StopKafka(t)
+	write(100)
+	e.Bed.StartKafka(t)
+	write(100)
+	confirmed("the slot to be confirmed past the last event")
+	if relay.Exited() {
+		t.Fatalf("walrelay exited: %v", relay.Err())
+	}
+
+	// Nothing lost: every event read back.
+	offsets := map[string]map[string]bool{} // event id -> "partition/offset" of its records
+	for _, r := range e.Bed.ConsumeAll(t, e.Topics(), time.Second) {
+		id, _ := harness.Header(r, "id")
+		if offsets[id] == nil {
+			offsets[id] = map[string]bool{}
+		}
+		offsets[id][fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)] = true
+	}
+	lost := 0
+	for _, id := range order {
+		if offsets[id] == nil {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d events lost", lost, len(order))
+	}
+
+	acked := func(s testbed.Span) bool {
+		id := s.Attributes["messaging.message.id"]
+		return s.StatusCode != 2 && offsets[id][fmt.Sprintf("%s/%s/%s", s.Attributes["messaging.destination.name"],
+			s.Attributes["messaging.destination.partition.id"], s.Attributes["messaging.kafka.offset"])]
+	}
+	spansOf := func(spans []testbed.Span) map[string]bool {
+		ok := map[string]bool{}
+		for _, s := range spans {
+			if s.Service == service && acked(s) {
+				ok[s.Attributes["messaging.message.id"]] = true
+			}
+		}
+		return ok
+	}
+	spans := col.WaitSpans(t, 2*time.Minute, func(spans []testbed.Span) bool {
+		ok := spansOf(spans)
+		for _, id := range order[beforeKill:] {
+			if !ok[id] {
+				return false
+			}
+		}
+		return true
+	})
+	ok := spansOf(spans)
+	missingBefore := 0
+	for _, id := range order[:beforeKill] {
+		if !ok[id] {
+			missingBefore++
+		}
+	}
+	dupAt := map[string]bool{} // events read back more than once: re-sent after the kill
+	for id, o := range offsets {
+		if len(o) > 1 {
+			dupAt[id] = true
+		}
+	}
+	afterKill := map[string]bool{}
+	for _, id := range order[beforeKill:] {
+		afterKill[id] = true
+	}
+	resent, total, replayed := 0, 0, 0
+	for _, s := range spans {
+		if s.Service != service {
+			continue
+		}
+		total++
+		id := s.Attributes["messaging.message.id"]
+		if trace[id] == "" || s.TraceID != trace[id] || s.Name != "db-log-write" {
+			t.Errorf("span %s %q of event %q in trace %s, want db-log-write in the writer's trace %s", s.SpanID, s.Name, id, s.TraceID, trace[id])
+		}
+		if s.End.IsZero() || s.End.Before(s.Start) {
+			t.Errorf("span %s of event %s: start %s end %s", s.SpanID, id, s.Start, s.End)
+		}
+		switch r := s.Attributes["walrelay.replayed"] == "true"; {
+		case r && afterKill[id]:
+			t.Errorf("span %s of event %s, written after the restart, marked walrelay.replayed", s.SpanID, id)
+		case r:
+			replayed++
+		case dupAt[id] && !afterKill[id] && acked(s):
+			t.Errorf("span %s of event %s, sent again after the kill, not marked walrelay.replayed: %v", s.SpanID, id, s.Attributes)
+		}
+		switch {
+		case acked(s):
+		case s.StatusCode == 2 && s.Attributes["walrelay.resent"] == "true":
+			resent++
+		default:
+			t.Errorf("span %s of event %s neither acknowledged at one of its records nor marked resent: status %d %v", s.SpanID, id, s.StatusCode, s.Attributes)
+		}
+	}
+	dup := 0
+	for _, o := range offsets {
+		dup += len(o) - 1
+	}
+	t.Logf("FIGURES events=%d lost=%d duplicates=%d spans=%d resent_marked=%d replayed_marked=%d acknowledged_before_kill_without_span=%d (of %d written before the kill)",
+		len(order), lost, dup, total, resent, replayed, missingBefore, beforeKill)
+}
