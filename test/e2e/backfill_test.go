@@ -34,7 +34,7 @@ func TestBackfillOnAdoption(t *testing.T) {
 	writing := live.Start(e.Env)
 	defer writing.Stop()
 	relay := e.Start(t, "--backfill", "--recover-column", "created_at")
-	relay.WaitStreaming()
+	relay.WaitStreamingLogged()
 	harness.WaitFor(t, 2*time.Minute, "the writers to commit 300 events after walrelay started", func() bool {
 		return live.Committed() >= 300
 	})
@@ -148,7 +148,7 @@ func TestRecoveryRefusals(t *testing.T) {
 	})
 	c := e.Collect(t)
 	relay := e.Start(t, "--backfill", "--recover-column", "created_at")
-	relay.WaitStreaming()
+	relay.WaitStreamingLogged()
 	recs := c.WaitFor(1, time.Minute)
 	if id, _ := harness.Header(recs[0], "id"); id != kept {
 		t.Errorf("backfilled record %s, want the row kept, %s", id, kept)

@@ -358,17 +358,32 @@ func (p *Proc) WaitStreaming() {
 			p.T.Fatalf("walrelay exited before streaming")
 		}
 		// N.B. the backend creating the slot holds it too, until the slot
-		// reaches its consistent point, and so does the walsender of
-		// CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT (a recovery, a
-		// backfill) until walrelay has read the snapshot: only a walsender
-		// past START_REPLICATION (catchup, streaming) means streaming.
+		// reaches its consistent point; only a walsender means streaming.
+		// (The walsender of a backfill's or recovery's
+		// CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT holds it too, before
+		// walrelay streams: those tests wait for WaitStreamingLogged.
+		// pg_stat_replication's state would tell them apart, but it is
+		// hidden from a role that is not the walsender's.)
 		var n int
 		if err := p.Env.Bed.QueryRow(p.T, p.Env.DSN, `SELECT count(*) FROM pg_replication_slots r
-			JOIN pg_stat_replication s ON s.pid = r.active_pid
-			WHERE r.slot_name = $1 AND s.state IN ('catchup', 'streaming')`, p.Env.Slot).Scan(&n); err != nil {
+			JOIN pg_stat_activity a ON a.pid = r.active_pid
+			WHERE r.slot_name = $1 AND a.backend_type = 'walsender'`, p.Env.Slot).Scan(&n); err != nil {
 			p.T.Fatalf("read the walsender of slot %s: %v", p.Env.Slot, err)
 		}
 		return n == 1
+	})
+}
+
+// WaitStreamingLogged waits until this process logs that it streams
+// (after START_REPLICATION): past a backfill or a recovery, whose
+// CREATE_REPLICATION_SLOT walsender holds the slot before.
+func (p *Proc) WaitStreamingLogged() {
+	p.T.Helper()
+	harness.WaitFor(p.T, 2*time.Minute, "walrelay to log that it streams", func() bool {
+		if p.Exited() {
+			p.T.Fatalf("walrelay exited before streaming")
+		}
+		return strings.Contains(p.Log(), `"msg":"streaming"`)
 	})
 }
 

@@ -92,7 +92,7 @@ func recoverAfterFailover(t *testing.T, major string, auto bool) {
 		})
 		recovery = killedRecovery(t, e)
 		relay = e.Start(t, args...)
-		relay.WaitStreaming()
+		relay.WaitStreamingLogged()
 	}
 	resumed := time.Since(killed)
 	harness.WaitFor(t, 2*time.Minute, "the writers to commit 300 more events on the promoted server", func() bool {
