@@ -33,7 +33,7 @@ func memoryInflight(t *testing.T) int {
 // memoryConstantMiB is the constant of README's memory bound: walrelay's
 // peak resident set stays within --max-inflight-bytes + memoryConstantMiB
 // for rows whose pgoutput message is at most 1 MiB.
-const memoryConstantMiB = 40
+const memoryConstantMiB = 44
 
 // TestMemoryBoundPerRowShape: with Kafka slowed so that --max-inflight-bytes
 // fill up, walrelay's peak RSS stays within the documented bound for every
