@@ -15,4 +15,7 @@
 //
 // Exit codes: 0 after SIGINT/SIGTERM, 1 on a runtime failure, 2 on bad flags
 // or a database it cannot set up.
+//
+// With INBOXBENCH_PROFILE=dir it writes the consumer's CPU, block and mutex
+// profiles and a breakdown of a record's time (profile.go) to dir at exit.
 package main

@@ -64,17 +64,22 @@ func run() int {
 		return 2
 	}
 	g := *group
+	prof := startProfiler(ctx, pool)
+	defer prof.finish(pool)
 	c, err := inbox.New(inbox.Config{
 		Brokers: strings.Split(*brokers, ","),
 		Group:   g,
 		Topics:  strings.Split(*topics, ","),
 		Pool:    pool,
 		Handler: func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+			prof.handlerStart(r.Partition)
 			if _, err := tx.Exec(ctx, `INSERT INTO inbox_bench_effects VALUES ($1, $2, $3, $4::bigint)`,
 				g, header(r, "id"), string(r.Key), string(r.Value)); err != nil {
 				return err
 			}
+			t := time.Now()
 			time.Sleep(*delay)
+			prof.handlerEnd(r.Partition, time.Since(t))
 			return nil
 		},
 		OnDuplicate: func(ctx context.Context, tx pgx.Tx, _ *kgo.Record) error {
