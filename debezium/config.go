@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/walrelay/walrelay/internal/javaprops"
 )
 
 // ParseConnectorConfig reads a connector configuration: JSON (Connect's
@@ -113,48 +115,10 @@ func splitProperty(s string) (string, string, error) {
 	if rest != "" && (rest[0] == '=' || rest[0] == ':') {
 		rest = strings.TrimLeft(rest[1:], " \t\f")
 	}
-	k, err := unescapeProperty(key)
+	k, err := javaprops.Unescape(key)
 	if err != nil {
 		return "", "", err
 	}
-	v, err := unescapeProperty(rest)
+	v, err := javaprops.Unescape(rest)
 	return k, v, err
-}
-
-func unescapeProperty(s string) (string, error) {
-	if !strings.Contains(s, `\`) {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 >= len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch s[i] {
-		case 't':
-			b.WriteByte('\t')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 'f':
-			b.WriteByte('\f')
-		case 'u':
-			if i+5 > len(s) {
-				return "", fmt.Errorf("malformed \\u escape in %q", s)
-			}
-			r, err := strconv.ParseUint(s[i+1:i+5], 16, 16)
-			if err != nil {
-				return "", fmt.Errorf("malformed \\u escape in %q", s)
-			}
-			b.WriteRune(rune(r))
-			i += 4
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String(), nil
 }

@@ -3,9 +3,9 @@ package tracing
 import (
 	"bytes"
 	"encoding/hex"
-	"strconv"
 	"strings"
 
+	"github.com/walrelay/walrelay/internal/javaprops"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -191,40 +191,11 @@ func trimBlanks[T string | []byte](s T) T {
 	return s
 }
 
-// unescape resolves Properties' backslash escapes.
+// unescape resolves Properties' backslash escapes; a malformed \u escape
+// leaves s as it is (the context is then malformed, never an error).
 func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
+	if u, err := javaprops.Unescape(s); err == nil {
+		return u
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 == len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch s[i] {
-		case 't':
-			b.WriteByte('\t')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 'f':
-			b.WriteByte('\f')
-		case 'u':
-			if i+4 < len(s) {
-				if r, err := strconv.ParseUint(s[i+1:i+5], 16, 16); err == nil {
-					b.WriteRune(rune(r))
-					i += 4
-					continue
-				}
-			}
-			b.WriteByte('u')
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
+	return s
 }
