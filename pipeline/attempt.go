@@ -105,6 +105,17 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	pipelineDone := make(chan struct{})
 
 	g, gctx := errgroup.WithContext(ctx)
+	// N.B. an abort fails the sink: a Kafka transaction's flush in
+	// exactly-once mode holds the lock every Produce takes, and waits for a
+	// Kafka that may not answer; failed, it gives up and nothing more is
+	// confirmed.
+	go func() {
+		select {
+		case <-r.abort:
+			snk.Abort()
+		case <-pipelineDone:
+		}
+	}()
 	halt := newSchemaStop(stop, gctx.Done())
 	g.Go(func() error {
 		return onPostgres(stream.Run(gctx, halt.stop, st.ConfirmedFlush, msgs, drained))

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -331,6 +332,14 @@ func (s *Sink) Flush(ctx context.Context) error {
 	}
 	return s.Err()
 }
+
+// ErrAborted fails a sink the relay aborts (Abort).
+var ErrAborted = errors.New("aborted: unacknowledged records are sent again on restart")
+
+// Abort fails the sink at once: a flush or commit waiting for Kafka gives
+// up, Produce returns the error, and nothing more is acknowledged for
+// confirmation. Safe to call from any goroutine, more than once.
+func (s *Sink) Abort() { s.fail(ErrAborted) }
 
 // Close discards the client. Records not yet acknowledged are failed; call
 // Flush first to wait for them.
