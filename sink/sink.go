@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -333,8 +332,18 @@ func (s *Sink) Flush(ctx context.Context) error {
 	return s.Err()
 }
 
-// ErrAborted fails a sink the relay aborts (Abort).
-var ErrAborted = errors.New("aborted: unacknowledged records are sent again on restart")
+// ErrAborted fails a sink the relay aborts (Abort). It is a
+// context.Canceled: an abort ends a stop that was asked for, and the
+// records it gave up on were never acknowledged, so never confirmed.
+var ErrAborted error = abortedError{}
+
+type abortedError struct{}
+
+func (abortedError) Error() string {
+	return "aborted: unacknowledged records are sent again on restart"
+}
+
+func (abortedError) Is(target error) bool { return target == context.Canceled }
 
 // Abort fails the sink at once: a flush or commit waiting for Kafka gives
 // up, Produce returns the error, and nothing more is acknowledged for

@@ -656,3 +656,32 @@ func TestSendLingeringSendsAtOnce(t *testing.T) {
 	}
 	readAll(t, c, "orders", 4)
 }
+
+// TestAbortFailsFlushAsACancel: an abort (the relay's stop ran out of
+// time) ends a flush waiting for a Kafka that does not answer, confirms
+// nothing, and reads as a cancel, so a stop that was asked for exits 0.
+func TestAbortFailsFlushAsACancel(t *testing.T) {
+	c := newCluster(t)
+	s, tr := newSink(t, c, OnPoisonDeadLetter, time.Minute)
+	rejectTopic(t, c, "silent", kerr.NotEnoughReplicas.Code)
+	if err := s.Produce(context.Background(), tx(1, start+100, event("silent", "k", "id"))); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush(context.Background()) }()
+	s.Abort()
+	select {
+	case err := <-flushed:
+		if !errors.Is(err, ErrAborted) || !errors.Is(err, context.Canceled) {
+			t.Errorf("flush after an abort: %v, want ErrAborted, a context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("flush still waiting 30 s after the abort")
+	}
+	if !errors.Is(s.Err(), context.Canceled) {
+		t.Errorf("sink error %v is not a context.Canceled", s.Err())
+	}
+	if got := tr.Watermark(); got != start {
+		t.Errorf("watermark %s moved after an abort", got)
+	}
+}
