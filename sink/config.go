@@ -4,9 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/walrelay/walrelay/internal/cli"
 	"strings"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/cli"
 
 	"github.com/walrelay/walrelay/internal/kafkaconn"
 
