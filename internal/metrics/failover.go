@@ -10,8 +10,21 @@ import (
 // only when walrelay watches a standby (--pg-standby-url), so that it is
 // absent rather than 0 without one.
 type failoverGauges struct {
-	readyOnce, heldOnce sync.Once
-	ready, held         prometheus.Gauge
+	ready, held lazyGauge
+}
+
+// lazyGauge is a 0/1 gauge registered the first time it is set.
+type lazyGauge struct {
+	once sync.Once
+	g    prometheus.Gauge
+}
+
+func (l *lazyGauge) set(reg prometheus.Registerer, opts prometheus.GaugeOpts, on bool) {
+	l.once.Do(func() {
+		l.g = prometheus.NewGauge(opts)
+		reg.MustRegister(l.g)
+	})
+	l.g.Set(b2f(on))
 }
 
 // SetFailoverReady sets walrelay_failover_ready: 1 while the standby named
@@ -21,14 +34,10 @@ func (m *Metrics) SetFailoverReady(ready bool) {
 	if m == nil {
 		return
 	}
-	m.failover.readyOnce.Do(func() {
-		m.failover.ready = prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "walrelay_failover_ready",
-			Help: "1 while the standby named by --pg-standby-url holds a synchronized, valid, non-temporary copy of the slot (a promotion of it keeps the slot); absent without --pg-standby-url.",
-		})
-		m.Registry.MustRegister(m.failover.ready)
-	})
-	m.failover.ready.Set(b2f(ready))
+	m.failover.ready.set(m.Registry, prometheus.GaugeOpts{
+		Name: "walrelay_failover_ready",
+		Help: "1 while the standby named by --pg-standby-url holds a synchronized, valid, non-temporary copy of the slot (a promotion of it keeps the slot); absent without --pg-standby-url.",
+	}, ready)
 }
 
 // SetHeldBack sets walrelay_stream_held_back: 1 while PostgreSQL holds the
@@ -38,14 +47,10 @@ func (m *Metrics) SetHeldBack(held bool) {
 	if m == nil {
 		return
 	}
-	m.failover.heldOnce.Do(func() {
-		m.failover.held = prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "walrelay_stream_held_back",
-			Help: "1 while PostgreSQL holds the logical stream back waiting for a physical slot named in synchronized_standby_slots that no standby confirms (missing, inactive or invalidated): fix the setting (docs/failover.md).",
-		})
-		m.Registry.MustRegister(m.failover.held)
-	})
-	m.failover.held.Set(b2f(held))
+	m.failover.held.set(m.Registry, prometheus.GaugeOpts{
+		Name: "walrelay_stream_held_back",
+		Help: "1 while PostgreSQL holds the logical stream back waiting for a physical slot named in synchronized_standby_slots that no standby confirms (missing, inactive or invalidated): fix the setting (docs/failover.md).",
+	}, held)
 }
 
 func b2f(b bool) float64 {
