@@ -1,6 +1,3 @@
-// Package javaprops reads what java.util.Properties writes: the one
-// unescaping of a key or value that import-debezium's connector files and
-// the trace contexts Debezium's outbox extension writes share. Pure.
 package javaprops
 
 import (

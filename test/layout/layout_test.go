@@ -113,3 +113,32 @@ func TestReadmeBudget(t *testing.T) {
 		t.Errorf("README.md has %d lines, over %d: move the manual's part to docs/", n, readmeBudget)
 	}
 }
+
+// TestEveryPackageHasDoc: every library package (not a program) has a
+// doc.go whose package comment says what it owns: its input, output and
+// invariant.
+func TestEveryPackageHasDoc(t *testing.T) {
+	dirs := map[string]bool{}
+	for _, f := range productFiles(t) {
+		file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, f), nil, parser.PackageClauseOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if file.Name.Name != "main" {
+			dirs[filepath.Dir(f)] = true
+		}
+	}
+	if len(dirs) < 20 {
+		t.Fatalf("found %d library packages: not the repository", len(dirs))
+	}
+	for dir := range dirs {
+		file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, dir, "doc.go"), nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("package %s has no doc.go (%v): say what it owns, takes, gives and never does", dir, err)
+			continue
+		}
+		if file.Doc == nil || len(strings.Fields(file.Doc.Text())) < 12 {
+			t.Errorf("%s/doc.go has no package comment of substance: say what it owns, takes, gives and never does", dir)
+		}
+	}
+}
