@@ -43,7 +43,18 @@ func Tail(path string, n int) string {
 // |LOCK_NB) on path, creating the file: how processes share a bed or a
 // download. The lock lasts until release is called or the process exits.
 func LockFile(path string, how int) (release func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	return lockFile(path, os.O_RDWR|os.O_CREATE, how)
+}
+
+// LockExistingFile is LockFile on a file that must exist already (an error
+// satisfying os.IsNotExist otherwise): a process that only checks another's
+// lock must not create it again in a directory being removed.
+func LockExistingFile(path string, how int) (release func(), err error) {
+	return lockFile(path, os.O_RDWR, how)
+}
+
+func lockFile(path string, flag, how int) (release func(), err error) {
+	f, err := os.OpenFile(path, flag, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}

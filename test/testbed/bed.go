@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -219,7 +220,7 @@ func (b *Bed) Stop() error {
 	wg.Wait()
 	err := errors.Join(pgErr, kafkaErr)
 	if err == nil {
-		err = os.RemoveAll(b.st.Dir)
+		err = removeBedDir(b.st.Dir)
 	}
 	b.releaseOwner()
 	b.owned = false
@@ -339,7 +340,17 @@ func reapStale(logf func(string, ...any)) {
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		release, err := proc.LockFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+		// N.B. the lock file is not created here: a bed whose owner is
+		// removing it has none for a moment, and one created then would
+		// make the owner's RemoveAll fail ("directory not empty").
+		release, err := proc.LockExistingFile(filepath.Join(dir, ownerLockName), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, fs.ErrNotExist) {
+			if time.Since(fi.ModTime()) > 10*time.Minute {
+				logf("testbed: removing stale bed %s (no owner lock)", dir)
+				os.RemoveAll(dir)
+			}
+			continue // being created or removed right now
+		}
 		if err != nil {
 			continue // its owner is alive
 		}
@@ -366,4 +377,15 @@ func reapStale(logf func(string, ...any)) {
 		os.RemoveAll(dir)
 		release()
 	}
+}
+
+// removeBedDir removes a stopped bed's directory; a failure names what is
+// left in it (something still writing there).
+func removeBedDir(dir string) error {
+	err := os.RemoveAll(dir)
+	if err != nil {
+		left, _ := filepath.Glob(filepath.Join(dir, "*"))
+		err = fmt.Errorf("remove bed directory (left: %v): %w", left, err)
+	}
+	return err
 }
