@@ -58,8 +58,31 @@ type fleetEnv struct {
 }
 
 // startFleet creates a database for each pipeline of fleetFile, writes the
-// file and starts `walrelay run --config` on it.
+// file and starts `walrelay run --config` on it; it returns once every
+// pipeline streams.
 func startFleet(t *testing.T) (*e2etest.Proc, []*fleetEnv) {
+	t.Helper()
+	p, envs := startFleetWith(t, func(s string) string { return s })
+	for _, e := range envs {
+		waitStreaming(t, p, e)
+	}
+	return p, envs
+}
+
+// waitStreaming waits until e's pipeline streams its slot.
+func waitStreaming(t *testing.T, p *e2etest.Proc, e *fleetEnv) {
+	t.Helper()
+	harness.WaitFor(t, time.Minute, "pipeline "+e.name+" to stream its slot", func() bool {
+		if p.Exited() {
+			t.Fatalf("walrelay exited before streaming")
+		}
+		return e.Walsender(t) != 0
+	})
+}
+
+// startFleetWith is startFleet with the file edited by edit, without
+// waiting.
+func startFleetWith(t *testing.T, edit func(string) string) (*e2etest.Proc, []*fleetEnv) {
 	t.Helper()
 	dir := t.TempDir()
 	uniq := harness.Uniq()
@@ -72,17 +95,20 @@ func startFleet(t *testing.T) (*e2etest.Proc, []*fleetEnv) {
 		envs = append(envs, &fleetEnv{Env: e, name: name, c: e.Collect(t)})
 	}
 	vars["BROKERS"] = strings.Join(envs[0].Bed.Brokers(), ",")
-	file := e2etest.WriteFile(t, dir, "fleet.yaml", []byte(os.Expand(fleetFile, func(k string) string { return vars[k] })))
+	file := e2etest.WriteFile(t, dir, "fleet.yaml", []byte(edit(os.Expand(fleetFile, func(k string) string { return vars[k] }))))
 	p := &e2etest.Proc{Relay: harness.StartProcess(t, e2etest.Bin, nil, []string{"run", "--config", file}), T: t, Env: envs[0].Env}
-	for _, e := range envs {
-		harness.WaitFor(t, time.Minute, "pipeline "+e.name+" to stream its slot", func() bool {
-			if p.Exited() {
-				t.Fatalf("walrelay exited before streaming")
-			}
-			return e.Walsender(t) != 0
-		})
-	}
 	return p, envs
+}
+
+// missingTable makes pipelines of fleetFile relay a table that does not
+// exist: a setup a person must fix, which stops the pipeline.
+func missingTable(names ...string) func(string) string {
+	return func(s string) string {
+		for _, n := range names {
+			s = strings.Replace(s, "    slot: "+n+"_", "    table: public.no_such_outbox\n    slot: "+n+"_", 1)
+		}
+		return s
+	}
 }
 
 // pipelines GETs /pipelines.
@@ -286,6 +312,52 @@ func TestFleetPipelineDownOthersGoOn(t *testing.T) {
 	}
 	if code := p.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestFleetPermanentErrorStopsOnePipeline: a pipeline whose setup is
+// wrong (its table does not exist) stops, alone: logged with its name,
+// /readyz names it, /pipelines says stopped and why,
+// walrelay_pipeline_stopped is 1 for it; the others relay; SIGTERM exits
+// 0. When every pipeline stops so, walrelay exits with the worst code: 2.
+func TestFleetPermanentErrorStopsOnePipeline(t *testing.T) {
+	t.Parallel()
+	p, envs := startFleetWith(t, missingTable("billing"))
+	harness.WaitFor(t, time.Minute, "pipeline billing to stop", func() bool {
+		if p.Exited() {
+			t.Fatalf("walrelay exited when one pipeline stopped")
+		}
+		return strings.Contains(p.Log(), `"pipeline":"billing"`) && strings.Contains(p.Log(), "pipeline stopped: fix the setup and restart walrelay")
+	})
+	for _, e := range []*fleetEnv{envs[0], envs[2]} {
+		waitStreaming(t, p, e)
+	}
+	rolledBack := write(t, 100, envs[0], envs[2])
+	for _, e := range []*fleetEnv{envs[0], envs[2]} {
+		readBack(t, e, rolledBack, false)
+	}
+	code, body := p.Get("/readyz")
+	if code != 503 || !strings.Contains(body, "billing: stopped: ") || !strings.Contains(body, "no_such_outbox") || strings.Contains(body, "orders: ") {
+		t.Errorf("/readyz: %d %s, want 503 naming billing alone, with its error", code, body)
+	}
+	if s := pipelines(t, p)["billing"]; s["state"] != "stopped" || !strings.Contains(fmt.Sprint(s["last_error"]), "no_such_outbox") {
+		t.Errorf("/pipelines billing: %v, want stopped with its error", s)
+	}
+	for name, want := range map[string]float64{"orders": 0, "billing": 1, "shipping": 0} {
+		if got := labelled(t, p, "walrelay_pipeline_stopped", name); got != want {
+			t.Errorf(`walrelay_pipeline_stopped{pipeline=%q} = %v, want %v`, name, got, want)
+		}
+	}
+	if code := p.Stop(time.Minute); code != 0 {
+		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+	}
+
+	all, _ := startFleetWith(t, missingTable(fleetPipelines...))
+	if code := all.Wait(time.Minute); code != 2 {
+		t.Errorf("exit code %d when every pipeline stopped on its setup, want 2", code)
+	}
+	if got := strings.Count(all.Log(), "pipeline stopped: fix the setup"); got != 3 || !strings.Contains(all.Log(), "every pipeline has stopped") {
+		t.Errorf("log: %d pipelines stopped, want 3, then every pipeline has stopped:\n%s", got, all.Log())
 	}
 }
 
