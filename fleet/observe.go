@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ type Status struct {
 	// SlotLagBytes is walrelay_slot_lag_bytes.
 	SlotLagBytes float64 `json:"slot_lag_bytes"`
 	// EventsPublished is walrelay_events_published_total over every
-	// topic; EventsPerSecond its rate over the last minute.
+	// topic; EventsPerSecond its rate over the last minute, to 0.01.
 	EventsPublished float64 `json:"events_published"`
 	EventsPerSecond float64 `json:"events_per_second"`
 	// OldestUnackedSeconds is walrelay_oldest_unacked_seconds.
@@ -78,7 +79,7 @@ func (f *fleet) servePipelines(w http.ResponseWriter, _ *http.Request) {
 	for _, m := range f.members {
 		v := m.values()
 		s := Status{Name: m.name, State: m.metrics.State(), Slot: m.slot, SlotLagBytes: v[lagMetric],
-			EventsPublished: v[publishedMetric], EventsPerSecond: m.rate.perSecond(v[publishedMetric], time.Now()),
+			EventsPublished: v[publishedMetric], EventsPerSecond: math.Round(100*m.rate.perSecond(v[publishedMetric], time.Now())) / 100,
 			OldestUnackedSeconds: v[oldestMetric], LastError: m.relay.LastError()}
 		s.Ready, _ = m.relay.Ready()
 		if e := m.stopped.Load(); e != nil {

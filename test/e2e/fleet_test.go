@@ -229,6 +229,8 @@ func TestFleetRelaysEveryPipeline(t *testing.T) {
 	}
 	harness.WaitFor(t, time.Minute, "/readyz to answer 200", func() bool { return p.Ready() == 200 })
 	st := pipelines(t, p)
+	_, body := p.Get("/pipelines")
+	t.Logf("/pipelines:\n%s", body)
 	for _, e := range envs {
 		s := st[e.name]
 		if s["state"] != "streaming" || s["ready"] != true || s["slot"] != e.Slot || s["last_error"] != "" {
