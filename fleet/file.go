@@ -186,6 +186,13 @@ var errNotScalar = errors.New("want a value (a string, number or switch) or a li
 // list of scalars joined with commas.
 func value(k, v *yaml.Node, pipeline string, ms *[]mistake) (entry, bool) {
 	e := entry{key: k.Value, line: k.Line}
+	if k.Value == "<<" {
+		*ms = append(*ms, mistake{line: k.Line, pipeline: pipeline, msg: "<<: merge keys are not read: put what pipelines share under defaults:"})
+		return e, false
+	}
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias // N.B. an anchored value (&x) used again (*x)
+	}
 	switch v.Kind {
 	case yaml.ScalarNode:
 		if v.Tag != "!!null" {

@@ -75,6 +75,21 @@ pipelines:
 			`:17: pipeline "orders": name: "orders" is also the name of the pipeline at line 8`,
 			`:19: pipelines: item 4 has no name`,
 		}},
+		{name: "anchors", file: `brokers: k1:9092,k2:9092
+defaults:
+  publication: &pub outbox_pub
+  status-interval: 2s
+pipelines:
+  - name: orders
+    pg-url: postgres://localhost/orders
+    slot: orders
+  - name: billing
+    pg-url: postgres://localhost/billing
+    slot: billing
+    publication: *pub
+    table: [public.outbox, public.outbox2]
+`},
+		{name: "merge keys", file: "pipelines:\n  - name: a\n    pg-url: postgres://localhost/a\n    <<: {slot: x}\n", want: []string{`:4: pipeline "a": <<: merge keys are not read`}},
 		{name: "no pipelines", file: "brokers: k:1\n", want: []string{`:1: no pipelines: list at least one`}},
 		{name: "not yaml", file: "pipelines: [\n", want: []string{`did not find expected node content`}},
 		{name: "a mapping as a value", file: "pipelines:\n  - name: a\n    slot: {x: 1}\n", want: []string{`:2: pipeline "a": no PostgreSQL connection string`, `:3: pipeline "a": slot: want a value`}},
