@@ -132,10 +132,12 @@ func Main(c Command) int {
 	defer hcancel()
 	if hc.Addr != "" {
 		hc.Routes = map[string]http.Handler{"/pipelines": http.HandlerFunc(f.servePipelines)}
-		if _, err := httpserve.Serve(hctx, hc, gatherer{f.members}, f, log); err != nil {
+		addr, err := httpserve.Serve(hctx, hc, gatherer{f.members}, f, log)
+		if err != nil {
 			log.Error("cannot serve http", zap.Error(err))
 			return exitConfig
 		}
+		log.Info("serving /pipelines", zap.String("addr", addr))
 	}
 	return f.run(c.Signals)
 }

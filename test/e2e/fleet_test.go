@@ -250,6 +250,7 @@ func TestFleetRelaysEveryPipeline(t *testing.T) {
 	if code := p.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
 	}
+	t.Logf("FIGURES pipelines=%d peak_rss_mb=%.1f", len(envs), p.PeakRSSMB())
 }
 
 // TestFleetPipelineDownOthersGoOn: one pipeline's database refuses every
