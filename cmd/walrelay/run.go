@@ -131,8 +131,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	return exitRuntime
 }
 
-// pipelineFlags is one pipeline's flag set of run --config, and its
-// configuration (fleet.NewPipeline).
+// pipelineFlags is fleet.NewPipeline: one pipeline's run flags and configuration.
 func pipelineFlags() (*flag.FlagSet, func() (pipeline.Config, []string, error)) {
 	var c config
 	return newFlagSet("run", &c), func() (pipeline.Config, []string, error) { pc, err := c.stages(); return pc, c.securityWarnings, err }
