@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/walrelay/walrelay/fleet"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/internal/metrics"
@@ -34,9 +36,17 @@ func runCmd(args []string, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	c, code := parseCommand("run", args, stderr, nil, nil)
+	var top *flag.FlagSet
+	c, code := parseCommand("run", args, stderr, func(fs *flag.FlagSet) { top = fs }, func() bool { return top.Lookup("config").Value.String() != "" })
 	if code >= 0 {
 		return code
+	}
+	if c.cfg.fleetFile != "" {
+		return fleet.Main(fleet.Command{File: c.cfg.fleetFile, Flags: top, Pipeline: pipelineFlags, Version: cli.BuildVersion(version), Warnings: c.warnings, Signals: sigs, Stderr: stderr,
+			Settle: func() (*zap.Logger, httpserve.Config, error) {
+				log, err := newLogger(c.cfg.logLevel, c.cfg.logFormat, stderr)
+				return log, c.cfg.http, err
+			}})
 	}
 	cfg := c.cfg
 	log := c.log
@@ -119,6 +129,12 @@ func runCmd(args []string, stderr io.Writer) int {
 	}
 	log.Error("stopped on error", zap.Error(err))
 	return exitRuntime
+}
+
+// pipelineFlags is fleet.NewPipeline: one pipeline's run flags and configuration.
+func pipelineFlags() (*flag.FlagSet, func() (pipeline.Config, []string, error)) {
+	var c config
+	return newFlagSet("run", &c), func() (pipeline.Config, []string, error) { pc, err := c.stages(); return pc, c.securityWarnings, err }
 }
 
 // connectFailed reports a failed PostgreSQL connection of a sub-command:

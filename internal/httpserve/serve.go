@@ -26,6 +26,9 @@ type Config struct {
 	Pprof       bool          // --http-pprof
 	IdleTimeout time.Duration // --http-idle-timeout
 	MaxConns    int           // --http-max-connections
+	// Routes are more paths served beside the probes (a fleet's
+	// /pipelines); nil: none.
+	Routes map[string]http.Handler
 }
 
 // Limits of the HTTP server, which serves small GET requests only.
@@ -70,6 +73,9 @@ func Serve(ctx context.Context, cfg Config, g prometheus.Gatherer, p Probes, log
 	}
 	mux.HandleFunc("/healthz", probe(p.Healthy))
 	mux.HandleFunc("/readyz", probe(p.Ready))
+	for path, h := range cfg.Routes {
+		mux.Handle(path, h)
+	}
 	if withPprof {
 		// N.B. opt-in (--http-pprof): the endpoints show the program's
 		// internals and a profile costs CPU while it runs.

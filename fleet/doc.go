@@ -1,0 +1,16 @@
+// Package fleet runs many pipelines in one process: `walrelay run
+// --config FILE` (docs/fleet.md).
+//
+// Input: a YAML file of process-wide settings (HTTP, log, Kafka's brokers,
+// TLS and SASL), defaults: and pipelines:, each setting named by its
+// `walrelay run` flag and parsed by that flag's own value and validation.
+// Output: one pipeline.Relay per pipeline, each with its own PostgreSQL
+// connections, slot and Kafka clients, run side by side; /readyz, /metrics
+// (every walrelay series labelled pipeline=NAME) and /pipelines over all of
+// them. Invariant: one pipeline's failure never stops another: a permanent
+// error stops that pipeline alone (logged with its name, shown by /readyz,
+// /pipelines and walrelay_pipeline_stopped); the process exits on SIGTERM
+// (0) or once every pipeline has stopped (the worst exit code). A file
+// with any mistake runs nothing: every mistake is reported at once, with
+// its line and pipeline, exit 2.
+package fleet

@@ -1,0 +1,175 @@
+package fleet
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Healthy reports whether every pipeline still running has its loops
+// turning (/healthz); a pipeline stopped on an error is not a liveness
+// failure: restarting the process would not fix it (/readyz shows it).
+func (f *fleet) Healthy() (bool, string) {
+	var bad []string
+	for _, m := range f.members {
+		if m.stopped.Load() != nil {
+			continue
+		}
+		if ok, why := m.relay.Healthy(); !ok {
+			bad = append(bad, m.name+": "+why)
+		}
+	}
+	if len(bad) > 0 {
+		return false, strings.Join(bad, "\n")
+	}
+	return true, ""
+}
+
+// Ready reports whether every pipeline streams (/readyz); if not, it
+// names each one that does not, one a line, with why.
+func (f *fleet) Ready() (bool, string) {
+	var bad []string
+	for _, m := range f.members {
+		if s := m.stopped.Load(); s != nil {
+			bad = append(bad, m.name+": stopped: "+*s)
+			continue
+		}
+		if ok, why := m.relay.Ready(); !ok {
+			bad = append(bad, m.name+": "+why)
+		}
+	}
+	if len(bad) > 0 {
+		return false, "not ready: " + strings.Join(bad, "\n")
+	}
+	return true, ""
+}
+
+// Status is one pipeline in /pipelines.
+type Status struct {
+	Name string `json:"name"`
+	// State is walrelay_state's (starting, waiting_for_slot, streaming,
+	// restarting, stopping), or stopped once the pipeline has stopped on
+	// an error.
+	State string `json:"state"`
+	// Ready is the pipeline's /readyz.
+	Ready bool   `json:"ready"`
+	Slot  string `json:"slot"`
+	// SlotLagBytes is walrelay_slot_lag_bytes.
+	SlotLagBytes float64 `json:"slot_lag_bytes"`
+	// EventsPublished is walrelay_events_published_total over every
+	// topic; EventsPerSecond its rate over the last minute, to 0.01.
+	EventsPublished float64 `json:"events_published"`
+	EventsPerSecond float64 `json:"events_per_second"`
+	// OldestUnackedSeconds is walrelay_oldest_unacked_seconds.
+	OldestUnackedSeconds float64 `json:"oldest_unacked_seconds"`
+	// LastError is what stopped the pipeline, or the last failure it
+	// restarted after; "" when none.
+	LastError string `json:"last_error"`
+}
+
+// servePipelines answers /pipelines: a JSON list of Status, in the
+// file's order.
+func (f *fleet) servePipelines(w http.ResponseWriter, _ *http.Request) {
+	out := make([]Status, 0, len(f.members))
+	for _, m := range f.members {
+		v := m.values()
+		s := Status{Name: m.name, State: m.metrics.State(), Slot: m.slot, SlotLagBytes: v[lagMetric],
+			EventsPublished: v[publishedMetric], EventsPerSecond: math.Round(100*m.rate.perSecond(v[publishedMetric], time.Now())) / 100,
+			OldestUnackedSeconds: v[oldestMetric], LastError: m.relay.LastError()}
+		s.Ready, _ = m.relay.Ready()
+		if e := m.stopped.Load(); e != nil {
+			s.State, s.Ready, s.LastError = "stopped", false, *e
+		}
+		out = append(out, s)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(out)
+}
+
+// The series /pipelines reads.
+const (
+	lagMetric       = "walrelay_slot_lag_bytes"
+	publishedMetric = "walrelay_events_published_total"
+	oldestMetric    = "walrelay_oldest_unacked_seconds"
+)
+
+// values gathers m's registry and sums each series /pipelines reads.
+func (m *member) values() map[string]float64 {
+	out := map[string]float64{}
+	fams, _ := m.metrics.Registry.Gather()
+	for _, f := range fams {
+		switch f.GetName() {
+		case lagMetric, publishedMetric, oldestMetric:
+			for _, s := range f.GetMetric() {
+				out[f.GetName()] += seriesValue(s)
+			}
+		}
+	}
+	return out
+}
+
+func seriesValue(s *dto.Metric) float64 {
+	switch {
+	case s.Counter != nil:
+		return s.Counter.GetValue()
+	case s.Gauge != nil:
+		return s.Gauge.GetValue()
+	}
+	return 0
+}
+
+// rateEvery is how often the published count is sampled; rateWindow how
+// far back the rate looks.
+const (
+	rateEvery  = 5 * time.Second
+	rateWindow = time.Minute
+)
+
+// sample records each running pipeline's published count.
+func (f *fleet) sample() {
+	now := time.Now()
+	for _, m := range f.members {
+		m.rate.add(now, m.values()[publishedMetric])
+	}
+}
+
+// rate is the samples of a count over the last rateWindow.
+type rate struct {
+	mu      sync.Mutex
+	samples []sample
+}
+
+type sample struct {
+	at    time.Time
+	count float64
+}
+
+func (r *rate) add(at time.Time, count float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.samples = append(r.samples, sample{at, count})
+	for len(r.samples) > 1 && at.Sub(r.samples[0].at) > rateWindow {
+		r.samples = r.samples[1:]
+	}
+}
+
+// perSecond is the rate from the oldest sample to count, now.
+func (r *rate) perSecond(count float64, now time.Time) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.samples) == 0 {
+		return 0
+	}
+	first := r.samples[0]
+	if dt := now.Sub(first.at).Seconds(); dt > 0 {
+		return max(0, count-first.count) / dt
+	}
+	return 0
+}
