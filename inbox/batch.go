@@ -37,19 +37,21 @@ func (b BatchHandler) one() Handler {
 // was new, OnDuplicate on the others, commit.
 func (c *Consumer) attemptBatch(ctx context.Context, rs []*kgo.Record) error {
 	defer c.observe(time.Now())
-	tx, err := c.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.Background()) // a no-op after Commit
 	ids := make([]string, len(rs))
 	for i, r := range rs {
 		ids[i] = string(header(r, c.cfg.IDHeader))
 	}
 	// N.B. the ids go in first, in the effects' transaction, as one
 	// record's does (attempt): RETURNING names those that were new; an id
-	// twice in the batch is new once, its first record's.
-	rows, err := tx.Query(ctx, c.insertBatch, c.cfg.Group, ids)
+	// twice in the batch is new once, its first record's. BEGIN and the
+	// insert share one round trip (begin.go).
+	tx, br := c.beginWith(ctx, c.insertBatch, c.cfg.Group, ids)
+	defer tx.Rollback(context.Background()) // a no-op after Commit
+	defer br.Close()                        // closed below; a no-op then
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return fmt.Errorf("insert ids into %s: %w", c.cfg.Table, err)
 	}
@@ -63,6 +65,9 @@ func (c *Consumer) attemptBatch(ctx context.Context, rs []*kgo.Record) error {
 		fresh[id] = true
 	}
 	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert ids into %s: %w", c.cfg.Table, err)
+	}
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("insert ids into %s: %w", c.cfg.Table, err)
 	}
 	apply := make([]*kgo.Record, 0, len(rs))

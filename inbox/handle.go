@@ -96,15 +96,20 @@ func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handl
 	defer c.observe(time.Now())
 	ctx, span := c.startSpan(ctx, r, id) // trace.go
 	defer func() { span.end(err) }()
-	tx, err := c.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.Background()) // a no-op after Commit
 	// N.B. the id goes in first, in the effect's transaction: a concurrent
 	// or earlier transaction with the same id makes this insert wait for
 	// it and then affect no row, so the effect is applied at most once.
-	tag, err := tx.Exec(ctx, c.insert, c.cfg.Group, id)
+	// BEGIN and the insert share one round trip (begin.go).
+	tx, br := c.beginWith(ctx, c.insert, c.cfg.Group, id)
+	defer tx.Rollback(context.Background()) // a no-op after Commit
+	defer br.Close()                        // closed below; a no-op then
+	if _, err := br.Exec(); err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	tag, err := br.Exec()
+	if err == nil {
+		err = br.Close()
+	}
 	if err != nil {
 		return false, fmt.Errorf("insert id into %s: %w", c.cfg.Table, err)
 	}

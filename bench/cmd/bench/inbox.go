@@ -25,6 +25,7 @@ var (
 	inboxBefore   = flag.String("inbox-before", envOr("BENCH_INBOX_BEFORE", ""), "inbox: a second inboxbench binary built against an older package inbox (make bench: INBOX_BEFORE=<rev>), run side by side (BENCH_INBOX_BEFORE)")
 	inboxRecords  = flag.Int("inbox-records", atoiOr(envOr("BENCH_INBOX_RECORDS", ""), 6000), "inbox: records in each backlog (BENCH_INBOX_RECORDS)")
 	inboxDelays   = flag.String("inbox-delays", envOr("BENCH_INBOX_DELAYS", "0ms,2ms"), "inbox: the Handler's own work per record, one backlog each (BENCH_INBOX_DELAYS)")
+	inboxKeys     = flag.String("inbox-keys", envOr("BENCH_INBOX_KEYS", "even,skewed"), "inbox: how the 60 keys spread over the 6 partitions, one set of backlogs each: even (10 keys a partition, chosen with Kafka's murmur2 partitioner) or skewed (k0..k59 as they hash) (BENCH_INBOX_KEYS)")
 )
 
 func atoiOr(s string, def int) int {
@@ -44,6 +45,10 @@ type InboxRun struct {
 	HandlerMS  float64 `json:"handler_ms"`
 	Records    int     `json:"records"`
 	Partitions int     `json:"partitions"`
+	// Keys is the keys' spread (inboxKeyNames), PerPartition the records
+	// each partition got, as the producer reported them.
+	Keys         string `json:"keys"`
+	PerPartition []int  `json:"records_per_partition"`
 	// Seconds is from the first record applied to the last (the group's
 	// join is not the consumer's throughput).
 	Seconds       float64 `json:"seconds"`
@@ -85,19 +90,31 @@ func (b *bench) runInbox(ctx context.Context) error {
 		}
 		delays = append(delays, d)
 	}
+	var spreads []string
+	for _, s := range strings.Split(*inboxKeys, ",") {
+		s = strings.TrimSpace(s)
+		if inboxKeyNames(s) == nil {
+			return fmt.Errorf("-inbox-keys %q: want even or skewed", s)
+		}
+		spreads = append(spreads, s)
+	}
 	run := time.Now().Format("150405")
 	var errs []error
-	for _, d := range delays {
-		for _, x := range bins {
-			r := b.inboxBacklog(ctx, x.label, x.bin, d, false, run)
-			b.res.Inbox = append(b.res.Inbox, r)
-			if r.Error != "" {
-				errs = append(errs, fmt.Errorf("inbox %s %s: %s", x.label, d, r.Error))
+	for _, k := range spreads {
+		for _, d := range delays {
+			for _, x := range bins {
+				r := b.inboxBacklog(ctx, x.label, x.bin, k, d, false, run)
+				b.res.Inbox = append(b.res.Inbox, r)
+				if r.Error != "" {
+					errs = append(errs, fmt.Errorf("inbox %s %s %s keys: %s", x.label, d, k, r.Error))
+				}
 			}
 		}
 	}
+	// N.B. the kill with the first spread's keys (even by default) and the
+	// last delay.
 	for _, x := range bins {
-		r := b.inboxBacklog(ctx, x.label, x.bin, delays[len(delays)-1], true, run)
+		r := b.inboxBacklog(ctx, x.label, x.bin, spreads[0], delays[len(delays)-1], true, run)
 		b.res.Inbox = append(b.res.Inbox, r)
 		if r.Error != "" {
 			errs = append(errs, fmt.Errorf("inbox %s kill: %s", x.label, r.Error))
@@ -106,13 +123,14 @@ func (b *bench) runInbox(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (b *bench) inboxBacklog(ctx context.Context, label, bin string, delay time.Duration, kill bool, run string) InboxRun {
+func (b *bench) inboxBacklog(ctx context.Context, label, bin, keys string, delay time.Duration, kill bool, run string) InboxRun {
 	n := *inboxRecords
-	res := InboxRun{Consumer: label, Kind: "backlog", HandlerMS: float64(delay) / float64(time.Millisecond), Records: n, Partitions: inboxPartitions, ConsumerVersion: bin}
+	res := InboxRun{Consumer: label, Kind: "backlog", HandlerMS: float64(delay) / float64(time.Millisecond), Records: n, Partitions: inboxPartitions,
+		Keys: keys, ConsumerVersion: bin}
 	if kill {
 		res.Kind = "kill -9"
 	}
-	name := fmt.Sprintf("inbox_%s_%s_%dms_%v", run, label, delay.Milliseconds(), kill)
+	name := fmt.Sprintf("inbox_%s_%s_%s_%dms_%v", run, label, keys, delay.Milliseconds(), kill)
 	if err := b.inboxRun(ctx, &res, bin, name, delay, kill); err != nil {
 		res.Error = err.Error()
 		logf("inbox %s: %v", name, err)
@@ -129,9 +147,11 @@ func (b *bench) inboxRun(ctx context.Context, res *InboxRun, bin, name string, d
 	if err := b.adm.CreateTopics(ctx, inboxPartitions, nil, topic); err != nil {
 		return err
 	}
-	if err := inboxProduce(ctx, b.env.Brokers, topic, n); err != nil {
+	per, err := inboxProduce(ctx, b.env.Brokers, topic, n, inboxKeyNames(res.Keys))
+	if err != nil {
 		return err
 	}
+	res.PerPartition = per
 	db, err := pgx.Connect(ctx, b.dsn)
 	if err != nil {
 		return err
@@ -251,20 +271,74 @@ func (b *bench) inboxRun(ctx context.Context, res *InboxRun, bin, name string, d
 	return nil
 }
 
-// inboxProduce writes n records to topic: 60 keys, an id header each, the
-// value the sequence number.
-func inboxProduce(ctx context.Context, brokers []string, topic string, n int) error {
+// inboxProduce writes n records to topic: record i has key keys[i %
+// len(keys)], an id header, the value i. It returns how many records each
+// partition got (the producer's answer: Kafka's default partitioner,
+// murmur2 of the key).
+func inboxProduce(ctx context.Context, brokers []string, topic string, n int, keys []string) ([]int, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Close()
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
-		recs[i] = &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i%60)), Value: []byte(strconv.Itoa(i)),
+		recs[i] = &kgo.Record{Key: []byte(keys[i%len(keys)]), Value: []byte(strconv.Itoa(i)),
 			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(fmt.Sprintf("%s-%d", topic, i))}}}
 	}
-	return cl.ProduceSync(ctx, recs...).FirstErr()
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		return nil, err
+	}
+	per := make([]int, inboxPartitions)
+	for _, r := range res {
+		per[r.Record.Partition]++
+	}
+	return per, nil
+}
+
+// inboxKeyNames is the workload's 60 keys for spread (nil for an unknown
+// one):
+//
+//   - skewed: k0..k59, as the workload had them first; Kafka's murmur2
+//     puts 10, 9, 12, 6, 14 and 9 of them on the 6 partitions, so with
+//     6,000 records the busiest partition has 1,400 and the backlog lasts
+//     as long as its 1,400 records (per-partition order);
+//   - even: 10 keys per partition, the first names k0, k1, ... that
+//     murmur2 (kgo's StickyKeyPartitioner, Kafka's default) puts on each
+//     partition, so each gets 1,000 of 6,000 records.
+func inboxKeyNames(spread string) []string {
+	const n = 60
+	switch spread {
+	case "skewed":
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("k%d", i)
+		}
+		return keys
+	case "even":
+		// N.B. ordered round robin over the partitions (key i on
+		// partition i mod 6), so any prefix of the records is spread
+		// evenly too.
+		part := kgo.StickyKeyPartitioner(nil).ForTopic("")
+		byPart := make([][]string, inboxPartitions)
+		for i, found := 0, 0; found < n; i++ {
+			k := fmt.Sprintf("k%d", i)
+			p := part.Partition(&kgo.Record{Key: []byte(k)}, inboxPartitions)
+			if len(byPart[p]) < n/inboxPartitions {
+				byPart[p] = append(byPart[p], k)
+				found++
+			}
+		}
+		keys := make([]string, 0, n)
+		for i := 0; i < n/inboxPartitions; i++ {
+			for p := range byPart {
+				keys = append(keys, byPart[p][i])
+			}
+		}
+		return keys
+	}
+	return nil
 }
 
 // inboxTable is the markdown of the inbox workload.
@@ -274,9 +348,11 @@ func inboxTable(res *Results) string {
 	}
 	var s strings.Builder
 	s.WriteString("\n### Inbox consumer (package inbox, one member, 6 partitions)\n\n")
-	s.WriteString("Before: the inbox before partitions were handled in parallel (-inbox-before); after: this tree. records/s from the first record applied to the last.\n\n")
-	s.WriteString("| consumer | run | handler ms | records | s | records/s | kill -9 to applying again s | duplicates absorbed | applied twice | missing |\n")
-	s.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	s.WriteString("Before: the inbox before partitions were handled in parallel (-inbox-before); after: this tree. records/s from the first record applied to the last. ")
+	s.WriteString("Keys: even, 10 of the 60 keys on each partition (chosen with Kafka's murmur2 partitioner); skewed, k0..k59 as they hash. ")
+	s.WriteString("Per-partition order is kept, so a backlog lasts as long as its busiest partition.\n\n")
+	s.WriteString("| consumer | run | keys | records per partition | handler ms | records | s | records/s | kill -9 to applying again s | duplicates absorbed | applied twice | missing |\n")
+	s.WriteString("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Inbox {
 		kind := r.Kind
 		if r.Error != "" {
@@ -286,8 +362,12 @@ func inboxTable(res *Results) string {
 		if r.RestartS > 0 {
 			restart = fmt.Sprintf("%.2f", r.RestartS)
 		}
-		fmt.Fprintf(&s, "| %s | %s | %g | %d | %.2f | %.0f | %s | %d | %d | %d |\n",
-			r.Consumer, kind, r.HandlerMS, r.Records, r.Seconds, r.RecordsPerSec, restart, r.Duplicates, r.AppliedTwice, r.Missing)
+		per := make([]string, len(r.PerPartition))
+		for i, k := range r.PerPartition {
+			per[i] = strconv.Itoa(k)
+		}
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %g | %d | %.2f | %.0f | %s | %d | %d | %d |\n",
+			r.Consumer, kind, r.Keys, strings.Join(per, " / "), r.HandlerMS, r.Records, r.Seconds, r.RecordsPerSec, restart, r.Duplicates, r.AppliedTwice, r.Missing)
 	}
 	return s.String()
 }
