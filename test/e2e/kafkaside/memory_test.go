@@ -63,13 +63,21 @@ func TestMemoryBoundPerRowShape(t *testing.T) {
 			name:   "50 KB unmapped jsonb",
 			ddl:    `ALTER TABLE outbox ADD COLUMN doc jsonb`,
 			insert: `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 97), 'OrderCreated', jsonb_build_object('note', repeat(md5(i::text), 60)), jsonb_build_object('blob', repeat(md5(i::text), 1600)) FROM generate_series($2::int, $2::int + 99) i`,
-			rows:   100, txs: 40,
+			// N.B. 80 × 100 records of ≈2 KB: twice the in-flight budget,
+			// so that it fills even when PostgreSQL sends slowly (40 gave
+			// 8 MB, and on a busy machine Kafka drained enough that it
+			// never reached 3/4 of the 8 MiB within 3 minutes).
+			rows: 100, txs: 80,
 		},
 		{
 			name:   "32 KB unmapped bytea",
 			ddl:    `ALTER TABLE outbox ADD COLUMN blob bytea`,
 			insert: `INSERT INTO outbox SELECT gen_random_uuid(), $1, 'agg-' || (i % 97), 'OrderCreated', jsonb_build_object('note', repeat(md5(i::text), 60)), decode(repeat(md5(i::text), 2048), 'hex') FROM generate_series($2::int, $2::int + 99) i`,
-			rows:   100, txs: 40,
+			// N.B. 80 × 100 records of ≈2 KB: twice the in-flight budget,
+			// so that it fills even when PostgreSQL sends slowly (40 gave
+			// 8 MB, and on a busy machine Kafka drained enough that it
+			// never reached 3/4 of the 8 MiB within 3 minutes).
+			rows: 100, txs: 80,
 		},
 		{
 			name:   "20,000 NULL-key rows in one transaction",
