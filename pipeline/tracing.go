@@ -45,7 +45,7 @@ func newTracing(cfg Config, m *metrics.Metrics, log *zap.Logger) (relayTracing, 
 		if err != nil {
 			return rt, err
 		}
-		rc.Provider, rt.shutdown, rc.ParentBased = tp, tp.Shutdown, tracing.ParentBased(os.Getenv)
+		rc.Provider, rt.shutdown, rc.ParentBased, rc.Drops = tp, tp.Shutdown, tracing.ParentBased(os.Getenv), tracing.Drops(os.Getenv)
 		rt.gate = tracing.NewGate(tracing.GateConfig{Flush: tp.ForceFlush, Log: log.Named("tracing"),
 			Exported: m.TraceFlushes.WithLabelValues(metrics.TraceFlushExported),
 			GaveUp:   m.TraceFlushes.WithLabelValues(metrics.TraceFlushGaveUp)})
