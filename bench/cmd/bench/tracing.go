@@ -65,6 +65,11 @@ type TracingRun struct {
 	DrainCPUS      float64 `json:"drain_cpu_s"`
 	DrainUSPerEv   float64 `json:"drain_cpu_us_per_event"`
 	DrainCollector float64 `json:"drain_collector_cpu_s"`
+	// FlushesGaveUp is walrelay_trace_flushes_total{outcome="gave_up"}
+	// at the end of the drain and of the latency run: span exports that
+	// took over a second before a confirmation.
+	DrainGaveUp float64 `json:"drain_flushes_gave_up"`
+	LatGaveUp   float64 `json:"latency_flushes_gave_up"`
 	// Latency run at Rate for its seconds: insert to consume, walrelay's
 	// CPU per event, the Collector's CPU.
 	Rate         int     `json:"rate"`
@@ -130,8 +135,8 @@ func (b *bench) runTracing(ctx context.Context) error {
 			if r.Error != "" {
 				errs = append(errs, fmt.Errorf("tracing %s round %d: %s", r.Mode, rd, r.Error))
 			}
-			logf("tracing round %d, %s: drain %d events in %.2fs (%.0f/s), %.2f µs CPU an event (Collector %.1fs); %d/s: p50 %.1f p99 %.1f ms, %.2f µs CPU an event (Collector %.1fs)%s",
-				rd, r.Mode, r.DrainEvents, r.DrainS, r.DrainPerS, r.DrainUSPerEv, r.DrainCollector, r.Rate, r.Latency.P50, r.Latency.P99, r.LatUSPerEv, r.LatCollector, errSuffix(r.Error))
+			logf("tracing round %d, %s: drain %d events in %.2fs (%.0f/s), %.2f µs CPU an event (Collector %.1fs, exports given up %.0f); %d/s: p50 %.1f p99 %.1f ms, %.2f µs CPU an event (Collector %.1fs, exports given up %.0f)%s",
+				rd, r.Mode, r.DrainEvents, r.DrainS, r.DrainPerS, r.DrainUSPerEv, r.DrainCollector, r.DrainGaveUp, r.Rate, r.Latency.P50, r.Latency.P99, r.LatUSPerEv, r.LatCollector, r.LatGaveUp, errSuffix(r.Error))
 		}
 		b.res.Tracing = append(b.res.Tracing, runs...)
 	}
@@ -207,6 +212,7 @@ func (b *bench) tracingDrains(ctx context.Context, col *testbed.Collector, modes
 			time.Sleep(20 * time.Millisecond)
 		}
 		w.Close()
+		r.DrainGaveUp, _ = scrapeGauge(ctx, rl.metrics, gaveUpMetric)
 		r.DrainCPUS = round(rl.cpu(), 2)
 		r.DrainCollector = round(col.CPU()-col0, 2)
 		if err := rl.stop(); err != nil && r.Error == "" {
@@ -308,6 +314,7 @@ func (b *bench) tracingLatency(ctx context.Context, col *testbed.Collector, m tr
 	if err := b.waitReceived(ctx, rl, cons, sent); err != nil && l.Error == "" {
 		l.Error = err.Error()
 	}
+	r.LatGaveUp, _ = scrapeGauge(ctx, rl.metrics, gaveUpMetric)
 	r.LatCPUS = round(rl.cpu()-cpu0, 2)
 	r.LatCollector = round(col.CPU()-col0, 2)
 	cons.finish(&l, sent, 0)
@@ -334,6 +341,8 @@ func (b *bench) waitReceived(ctx context.Context, rl *running, cons *latencyCons
 	}
 	return nil
 }
+
+const gaveUpMetric = `walrelay_trace_flushes_total{outcome="gave_up"}`
 
 // tracingPrefix is where setting m's records go.
 func tracingPrefix(m tracingMode) string { return "tr" + m.name + "." }
