@@ -22,9 +22,11 @@ import (
 // through the sink (Record, then Acked), the span exported through the
 // SDK's batch processor to an exporter that drops it: with no span export
 // configured (the writer's context copied into the headers), and
-// exporting with the writers sampling every event or one in ten
-// (parent-based sampling follows them). make bench has no tracing run
-// yet: these are the figures in docs/tracing.md.
+// exporting with the writers sampling every event, one in ten or none
+// (parent-based sampling follows them), and with a ratio sampler of 0
+// (traceidratio, not following the writers: tracing.Drops). The figures
+// are in docs/tracing.md ("Cost"); make bench's tracing workload runs a
+// whole relay.
 func BenchmarkRelay(b *testing.B) {
 	contexts := make([][]byte, 100)
 	for i := range contexts {
