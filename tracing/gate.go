@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,8 @@ type Gate struct {
 	mu     sync.Mutex    // one Pass at a time
 	// failing: the last Pass gave up (mu); logged once until one succeeds.
 	failing bool
+	// running: the flush a Pass stopped waiting for, until it ends (mu).
+	running chan error
 }
 
 // GateConfig configures a Gate.
@@ -76,28 +79,56 @@ func (g *Gate) Passed() pglogrepl.LSN { return pglogrepl.LSN(g.passed.Load()) }
 // Pass exports the spans ended so far, then lets acked through: acked was
 // read (from the tracker) before the call, so every event below it has its
 // span ended. A flush that fails or takes longer than the timeout is
-// counted and logged, and acked passes anyway. It never lowers Passed.
+// counted and logged, and acked passes anyway; a slow one goes on in the
+// background, not cancelled (a cancelled export drops its batch), and the
+// next Pass waits for it rather than starting another. A Pass whose ctx
+// ends first lets nothing through. It never lowers Passed.
 func (g *Gate) Pass(ctx context.Context, acked pglogrepl.LSN) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if acked <= g.Passed() {
+	if acked <= g.Passed() || ctx.Err() != nil {
 		return
 	}
-	fctx, cancel := context.WithTimeout(ctx, g.timeout)
-	err := g.flush(fctx)
-	cancel()
-	switch {
-	case err == nil:
+	timer := time.NewTimer(g.timeout)
+	defer timer.Stop()
+	var err error
+	for {
+		// N.B. a flush an earlier Pass stopped waiting for covers only the
+		// spans ended before it began: wait for it, then flush again.
+		mine := g.running == nil
+		if mine {
+			done := make(chan error, 1)
+			// N.B. not the caller's deadline: the batch processor bounds
+			// an export by OTEL_BSP_EXPORT_TIMEOUT, and this by flushLimit.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushLimit)
+			go func() {
+				defer cancel()
+				done <- g.flush(fctx)
+			}()
+			g.running = done
+		}
+		select {
+		case err = <-g.running:
+			g.running = nil
+			if !mine {
+				continue
+			}
+		case <-timer.C:
+			err = errFlushSlow
+		case <-ctx.Done():
+			// N.B. the attempt ends: what it acknowledged is confirmed by
+			// the next one or sent again; nothing passes.
+			return
+		}
+		break
+	}
+	if err == nil {
 		g.exported.Inc()
 		if g.failing {
 			g.log.Info("tracing: spans exported again before confirmation")
 			g.failing = false
 		}
-	case ctx.Err() != nil:
-		// N.B. the attempt ends: what it acknowledged is confirmed by the
-		// next one's final status or sent again; nothing passes.
-		return
-	default:
+	} else {
 		g.gaveUp.Inc()
 		if !g.failing {
 			g.log.Warn("tracing: spans not exported within the timeout; positions are confirmed without waiting for them (a crash now may lose their spans)",
@@ -110,6 +141,12 @@ func (g *Gate) Pass(ctx context.Context, acked pglogrepl.LSN) {
 		g.passed.Store(uint64(acked))
 	}
 }
+
+// flushLimit bounds a flush that Pass stopped waiting for.
+const flushLimit = time.Minute
+
+// errFlushSlow is a flush still running after the timeout.
+var errFlushSlow = errors.New("span export still running")
 
 // Run passes acked() every interval, until ctx ends or done is closed.
 func (g *Gate) Run(ctx context.Context, done <-chan struct{}, acked func() pglogrepl.LSN, every time.Duration) error {

@@ -60,23 +60,30 @@ func TestGateExportsBeforePassing(t *testing.T) {
 }
 
 // TestGateGivesUp: a flush that fails or outlasts the timeout is counted
-// and the position passes anyway; one ended by the caller's context does
-// not pass.
+// and the position passes anyway; the slow flush is not cancelled, and
+// the next Pass waits for it before flushing again; a Pass whose context
+// has ended lets nothing through.
 func TestGateGivesUp(t *testing.T) {
 	exported, gaveUp := gateCounters()
-	var flushPassed []pglogrepl.LSN
 	var g *Gate
+	type call struct {
+		passed pglogrepl.LSN
+		ctx    context.Context
+	}
+	calls := make(chan call, 10)
 	block := make(chan struct{})
-	defer close(block)
 	flush := func(ctx context.Context) error { return errors.New("collector down") }
 	g = NewGate(GateConfig{Exported: exported, GaveUp: gaveUp, Timeout: 10 * time.Millisecond,
 		Flush: func(ctx context.Context) error {
-			flushPassed = append(flushPassed, g.Passed())
+			calls <- call{g.Passed(), ctx}
 			return flush(ctx)
 		}})
 	g.Pass(context.Background(), 10)
 	if g.Passed() != 10 || testutil.ToFloat64(gaveUp) != 1 {
 		t.Fatalf("after a failed flush: passed %s, gave up %v; want 0/A, 1", g.Passed(), testutil.ToFloat64(gaveUp))
+	}
+	if c := <-calls; c.passed != 0 {
+		t.Fatalf("the first flush ran with the gate at %s, want 0/0 (before passing)", c.passed)
 	}
 	flush = func(ctx context.Context) error {
 		select {
@@ -90,14 +97,25 @@ func TestGateGivesUp(t *testing.T) {
 	if g.Passed() != 20 || testutil.ToFloat64(gaveUp) != 2 {
 		t.Fatalf("after a flush past the timeout: passed %s, gave up %v; want 0/14, 2", g.Passed(), testutil.ToFloat64(gaveUp))
 	}
+	slow := <-calls
+	if slow.passed != 10 || slow.ctx.Err() != nil {
+		t.Fatalf("the slow flush ran with the gate at %s, its context %v; want 0/A and not cancelled", slow.passed, slow.ctx.Err())
+	}
+	// Still running: the next Pass waits for it and starts none.
+	g.Pass(context.Background(), 30)
+	if g.Passed() != 30 || testutil.ToFloat64(gaveUp) != 3 || len(calls) != 0 {
+		t.Fatalf("a Pass while the slow flush runs: passed %s, gave up %v, %d flushes started; want 0/1E, 3, 0", g.Passed(), testutil.ToFloat64(gaveUp), len(calls))
+	}
+	// It ends: the next Pass flushes again, for the spans ended since.
+	close(block)
+	g.Pass(context.Background(), 40)
+	if c := <-calls; c.passed != 30 || g.Passed() != 40 || testutil.ToFloat64(exported) != 1 {
+		t.Fatalf("after the slow flush ended: a flush with the gate at %s, passed %s, exported %v; want 0/1E, 0/28, 1", c.passed, g.Passed(), testutil.ToFloat64(exported))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	g.Pass(ctx, 30)
-	if g.Passed() != 20 || testutil.ToFloat64(gaveUp) != 2 {
-		t.Fatalf("after a cancelled Pass: passed %s, gave up %v; want 0/14, 2", g.Passed(), testutil.ToFloat64(gaveUp))
-	}
-	// N.B. each flush ran before its position passed.
-	if len(flushPassed) != 3 || flushPassed[0] != 0 || flushPassed[1] != 10 || flushPassed[2] != 20 {
-		t.Fatalf("the gate during the flushes: %v, want [0/0 0/A 0/14]", flushPassed)
+	g.Pass(ctx, 50)
+	if g.Passed() != 40 || len(calls) != 0 {
+		t.Fatalf("after a cancelled Pass: passed %s, %d flushes started; want 0/28, 0", g.Passed(), len(calls))
 	}
 }
