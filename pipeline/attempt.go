@@ -93,7 +93,8 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	roots := pgcatalog.NewPartitionRoots(r.rc)
 	defer roots.Close()
 	ver := newVerifier(r.rc)
-	stream := replication.New(r.rc, boundedConfirmer{tr, ver}, r.log)
+	conf := boundedConfirmer{tr, ver}
+	stream := replication.New(r.rc, r.tracing.confirmer(conf, st.ConfirmedFlush), r.log)
 	stream.SetWALSenderTimeout(st.WALSenderTimeout)
 	stream.OnConfirmLag(r.metrics.ConfirmedAfter)
 	if sc.ExactlyOnce {
@@ -127,6 +128,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	g.Go(func() error { return r.watch(gctx, pipelineDone, stream, snk, tr, ver) })
 	g.Go(func() error { return r.keepMarker(gctx, pipelineDone, ms, st, stream) })
 	g.Go(func() error { return r.keepSyncReady(gctx, pipelineDone, stream, st.Failover) })
+	g.Go(func() error { return r.tracing.exportSpans(gctx, pipelineDone, conf) })
 	return g.Wait()
 }
 
@@ -252,5 +254,6 @@ func (r *Relay) drain(ctx context.Context, snk *sink.Sink, tr *checkpoint.Tracke
 		r.log.Warn("shutdown timeout: the publication check did not finish; transactions after it will be sent again on restart",
 			zap.Stringer("lsn", ver.Verified()), zap.Error(err))
 	}
+	r.tracing.exported(fctx, boundedConfirmer{tr, ver})
 	return nil
 }

@@ -2,12 +2,16 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"os"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/tracing"
 )
@@ -17,6 +21,9 @@ import (
 type relayTracing struct {
 	tracer   sink.Tracer // nil: --trace-context-column -
 	shutdown func(context.Context) error
+	// gate holds each confirmation until the spans below it are
+	// exported; nil when no spans are exported.
+	gate *tracing.Gate
 }
 
 // newTracing builds the relay's tracing from its trace-context column and
@@ -38,7 +45,10 @@ func newTracing(cfg Config, m *metrics.Metrics, log *zap.Logger) (relayTracing, 
 		if err != nil {
 			return rt, err
 		}
-		rc.Provider, rt.shutdown, rc.ParentBased = tp, tp.Shutdown, tracing.ParentBased(os.Getenv)
+		rc.Provider, rt.shutdown, rc.ParentBased, rc.Drops = tp, tp.Shutdown, tracing.ParentBased(os.Getenv), tracing.Drops(os.Getenv)
+		rt.gate = tracing.NewGate(tracing.GateConfig{Flush: tp.ForceFlush, Log: log.Named("tracing"),
+			Exported: m.TraceFlushes.WithLabelValues(metrics.TraceFlushExported),
+			GaveUp:   m.TraceFlushes.WithLabelValues(metrics.TraceFlushGaveUp)})
 		log.Info("tracing: exporting spans over OTLP (OTEL_* environment)")
 	} else if err := tracing.CheckEnv(os.Getenv); err != nil {
 		return rt, err
@@ -57,4 +67,60 @@ func (t relayTracing) flush(log *zap.Logger, timeout time.Duration) {
 	if err := t.shutdown(ctx); err != nil {
 		log.Warn("tracing: spans not exported at shutdown", zap.Error(err))
 	}
+}
+
+// confirmer is c, the attempt's confirmer (the slot at start), as the
+// stream sees it: when spans are exported, no position is confirmed before
+// the spans of the events below it are (tracing.Gate); else c itself, at
+// no cost.
+func (t relayTracing) confirmer(c replication.Confirmer, start pglogrepl.LSN) replication.Confirmer {
+	if t.gate == nil {
+		return c
+	}
+	t.gate.Reset(start)
+	return spanConfirmer{c, t.gate}
+}
+
+// exportSpans passes the gate, every replication.ConfirmGap, up to what
+// the attempt's confirmer c would confirm, until ctx ends or done closes.
+func (t relayTracing) exportSpans(ctx context.Context, done <-chan struct{}, c replication.Confirmer) error {
+	if t.gate == nil {
+		return nil
+	}
+	return t.gate.Run(ctx, done, c.Watermark, replication.ConfirmGap)
+}
+
+// exported passes the gate up to c's watermark at once: a graceful stop's
+// final status update confirms all that Kafka acknowledged.
+func (t relayTracing) exported(ctx context.Context, c replication.Confirmer) {
+	if t.gate != nil {
+		t.gate.Pass(ctx, c.Watermark())
+	}
+}
+
+// spanConfirmer bounds a confirmer by the span gate.
+type spanConfirmer struct {
+	replication.Confirmer
+	gate *tracing.Gate
+}
+
+// Watermark is the confirmer's, but no further than the exported spans.
+func (c spanConfirmer) Watermark() pglogrepl.LSN {
+	return min(c.Confirmer.Watermark(), c.gate.Passed())
+}
+
+// Bound is the confirmer's bound and, while spans below the watermark wait
+// for export, the gate: a keepalive's WAL end is confirmed past the
+// watermark only once every acknowledged event's span is exported.
+func (c spanConfirmer) Bound() pglogrepl.LSN {
+	b := pglogrepl.LSN(math.MaxUint64)
+	if bd, ok := c.Confirmer.(replication.Bounder); ok {
+		b = bd.Bound()
+	}
+	// N.B. the gate read first: passed at or past the watermark read
+	// after it, every span of an acknowledged event is exported.
+	if p := c.gate.Passed(); p < c.Confirmer.Watermark() {
+		b = min(b, p)
+	}
+	return b
 }

@@ -22,9 +22,11 @@ import (
 // through the sink (Record, then Acked), the span exported through the
 // SDK's batch processor to an exporter that drops it: with no span export
 // configured (the writer's context copied into the headers), and
-// exporting with the writers sampling every event or one in ten
-// (parent-based sampling follows them). make bench has no tracing run
-// yet: these are the figures in docs/tracing.md.
+// exporting with the writers sampling every event, one in ten or none
+// (parent-based sampling follows them), and with a ratio sampler of 0
+// (traceidratio, not following the writers: tracing.Drops). The figures
+// are in docs/tracing.md ("Cost"); make bench's tracing workload runs a
+// whole relay.
 func BenchmarkRelay(b *testing.B) {
 	contexts := make([][]byte, 100)
 	for i := range contexts {
@@ -35,8 +37,10 @@ func BenchmarkRelay(b *testing.B) {
 		contexts[i] = fmt.Appendf(nil, "#Sun Dec 06 06:00:00 UTC 2026\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-%016x-%s\n", i+1, flags)
 	}
 	all := make([][]byte, len(contexts))
+	none := make([][]byte, len(contexts))
 	for i := range all {
 		all[i] = fmt.Appendf(nil, "#Sun Dec 06 06:00:00 UTC 2026\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-%016x-01\n", i+1)
+		none[i] = fmt.Appendf(nil, "#Sun Dec 06 06:00:00 UTC 2026\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-%016x-00\n", i+1)
 	}
 	// N.B. a Collector that reads and drops what it is sent, so that the
 	// OTLP exporter's encoding and HTTP requests count.
@@ -49,11 +53,16 @@ func BenchmarkRelay(b *testing.B) {
 		exporting bool
 		otlp      bool
 		contexts  [][]byte
+		// ratio0: the sampler is traceidratio 0 (not parent-based): a
+		// span is started for every event, and none is sampled.
+		ratio0 bool
 	}{
-		{"not-exporting", false, false, all},
-		{"exporting-100pct", true, false, all},
-		{"exporting-10pct", true, false, contexts},
-		{"otlp-http-100pct", true, true, all},
+		{"not-exporting", false, false, all, false},
+		{"exporting-unsampled-parent", true, false, none, false},
+		{"exporting-unsampled-ratio0", true, false, all, true},
+		{"exporting-100pct", true, false, all, false},
+		{"exporting-10pct", true, false, contexts, false},
+		{"otlp-http-100pct", true, true, all, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			valid, malformed := counters()
@@ -71,9 +80,16 @@ func BenchmarkRelay(b *testing.B) {
 					// N.B. walrelay's batch processor defaults, as NewProvider sets them.
 					opts = batchDefaults(func(string) string { return "" })
 				}
-				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, opts...))
+				popts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp, opts...)}
+				if bc.ratio0 {
+					popts = append(popts, sdktrace.WithSampler(sdktrace.TraceIDRatioBased(0)))
+				}
+				tp := sdktrace.NewTracerProvider(popts...)
 				defer tp.Shutdown(context.Background())
-				cfg.Provider, cfg.ParentBased = tp, true
+				cfg.Provider, cfg.ParentBased = tp, !bc.ratio0
+				if bc.ratio0 {
+					cfg.Drops = Drops(ratioEnv("0"))
+				}
 			}
 			rl := NewRelay(cfg)
 			tx := testTx()
@@ -104,4 +120,18 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ratioEnv is an environment with OTEL_TRACES_SAMPLER=traceidratio and
+// its argument arg.
+func ratioEnv(arg string) func(string) string {
+	return func(k string) string {
+		switch k {
+		case "OTEL_TRACES_SAMPLER":
+			return "traceidratio"
+		case "OTEL_TRACES_SAMPLER_ARG":
+			return arg
+		}
+		return ""
+	}
 }

@@ -12,5 +12,6 @@
 // Invariant: a trace context never stops an event: a malformed one is
 // counted and the event is relayed without a parent; without OTEL_*
 // configuration nothing is exported and the writer's context is copied
-// unchanged.
+// unchanged; when exporting, no position is confirmed before the spans of
+// the events below it are exported (Gate), or a second has passed.
 package tracing

@@ -2,7 +2,9 @@ package tracing
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -33,6 +35,7 @@ const ScopeName = "github.com/walrelay/walrelay/tracing"
 type Relay struct {
 	tracer           trace.Tracer // nil: not exporting
 	parentBased      bool
+	drops            func(trace.TraceID) bool // RelayConfig.Drops
 	valid, malformed prometheus.Counter
 	fixed            []attribute.KeyValue  // every span's, first
 	kind             trace.SpanStartOption // producer
@@ -63,6 +66,11 @@ type RelayConfig struct {
 	// span, and its record the writer's context unchanged, as when not
 	// exporting.
 	ParentBased bool
+	// Drops, when set, is the sampler's decision whatever the parent
+	// (Drops): a dropped event gets no span, and its record the
+	// traceparent the SDK's non-recording span would have (a span id of
+	// its own, not sampled).
+	Drops func(trace.TraceID) bool
 }
 
 // NewRelay returns a Relay.
@@ -84,7 +92,7 @@ func NewRelay(cfg RelayConfig) *Relay {
 	t.bufs.New = func() any { return &attrBuf{kv: make([]attribute.KeyValue, 0, spanAttrs)} }
 	if cfg.Provider != nil {
 		t.tracer = cfg.Provider.Tracer(ScopeName)
-		t.parentBased = cfg.ParentBased
+		t.parentBased, t.drops = cfg.ParentBased, cfg.Drops
 	}
 	return t
 }
@@ -116,6 +124,15 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 		return hdrs
 	}
 	sc, _ := spanContext(tp, ts)
+	if t.drops != nil && t.drops(sc.TraceID()) {
+		// N.B. dropped whatever the parent: what the SDK's non-recording
+		// span would put in the headers, without starting it.
+		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTraceparent, Value: unsampledChild(tp)})
+		if len(ts) > 0 {
+			hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTracestate, Value: ts})
+		}
+		return hdrs
+	}
 	ctx, span := t.tracer.Start(trace.ContextWithRemoteSpanContext(r.Context, sc), SpanName,
 		t.kind, trace.WithTimestamp(tx.CommitTime))
 	if span.IsRecording() {
@@ -213,6 +230,22 @@ func sampled(tp []byte) bool {
 		c -= '0'
 	}
 	return c&1 == 1
+}
+
+// unsampledChild is the traceparent (version 00) of a child of valid
+// traceparent tp that is not sampled: tp's trace id, a random span id.
+func unsampledChild(tp []byte) []byte {
+	b := make([]byte, 0, 55)
+	b = append(b, "00"...)
+	b = append(b, tp[2:36]...)
+	var sid uint64
+	for sid == 0 {
+		sid = rand.Uint64()
+	}
+	var id [8]byte
+	binary.BigEndian.PutUint64(id[:], sid)
+	b = append(hex.AppendEncode(b, id[:]), '-')
+	return append(b, "00"...)
 }
 
 // traceparent renders sc as a W3C traceparent (version 00).

@@ -48,6 +48,7 @@ type Metrics struct {
 	slotWALStatus    *prometheus.GaugeVec
 	state            *prometheus.GaugeVec
 	TraceContexts    *prometheus.CounterVec // trace.go
+	TraceFlushes     *prometheus.CounterVec // trace.go
 
 	// Exactly-once mode (--exactly-once).
 	kafkaTxns          *prometheus.CounterVec
@@ -137,6 +138,7 @@ func New() *Metrics {
 		}),
 	}
 	m.TraceContexts = newTraceContexts(m.Registry)
+	m.TraceFlushes = newTraceFlushes(m.Registry)
 	m.Registry.MustRegister(m.kafkaTxns, m.SkippedTxns, m.CheckpointLSN, m.CheckpointLagBytes)
 	m.parked = newParked(m.Registry)
 	m.kafkaTxns.WithLabelValues("committed")

@@ -47,21 +47,34 @@ func StartCollector(t testing.TB) *Collector {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin, err := collectorBinary(ctx, t.Logf)
+	dir := t.TempDir()
+	c, err := RunCollector(ctx, dir, filepath.Join(dir, "spans.json"), t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
+// RunCollector builds the Collector (the first time) and starts one in
+// dir (its configuration and log) writing the spans it receives to
+// spansPath (/dev/null: none kept), for a program outside a test (the
+// benchmark); Stop ends it.
+func RunCollector(ctx context.Context, dir, spansPath string, logf func(string, ...any)) (*Collector, error) {
+	bin, err := collectorBinary(ctx, logf)
+	if err != nil {
+		return nil, err
+	}
 	ports := make([]int, 2)
 	for i := range ports {
 		if ports[i], err = proc.FreePort(); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	c := &Collector{
 		GRPC:      fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		HTTP:      fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		SpansPath: filepath.Join(dir, "spans.json"),
+		SpansPath: spansPath,
 	}
 	// N.B. flush_interval: the file exporter buffers; a short one lets the
 	// test read what was received without waiting long.
@@ -87,27 +100,33 @@ service:
 `, c.GRPC, c.HTTP, c.SpansPath)
 	cfgPath := filepath.Join(dir, "otelcol.yaml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p, err := proc.Start(proc.Options{Name: "otelcol", Path: bin, Args: []string{"--config", cfgPath}, Dir: dir,
-		Log: filepath.Join(dir, "otelcol.log")})
+		Log: filepath.Join(dir, "otelcol.log"), Sample: true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c.p = p
-	t.Cleanup(func() { _ = p.Stop(10 * time.Second) })
 	deadline := time.Now().Add(collectorReadyWithin)
 	for !strings.Contains(p.Log(), "Everything is ready") {
 		if p.Exited() {
-			t.Fatalf("otelcol exited during startup (%v):\n%s", p.Err(), p.Tail(40))
+			return nil, fmt.Errorf("otelcol exited during startup (%v):\n%s", p.Err(), p.Tail(40))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("otelcol not ready within %s:\n%s", collectorReadyWithin, p.Tail(40))
+			_ = p.Stop(10 * time.Second)
+			return nil, fmt.Errorf("otelcol not ready within %s:\n%s", collectorReadyWithin, p.Tail(40))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return c
+	return c, nil
 }
+
+// Stop stops the Collector.
+func (c *Collector) Stop() error { return c.p.Stop(10 * time.Second) }
+
+// CPU is the Collector's CPU seconds so far.
+func (c *Collector) CPU() float64 { return c.p.CPU() }
 
 // Log is the Collector's log so far.
 func (c *Collector) Log() string { return c.p.Log() }

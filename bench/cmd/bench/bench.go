@@ -155,6 +155,11 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() == nil && b.cfg.runs("tracing") {
+		if err := b.runTracing(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ctx.Err() == nil && b.cfg.runs("w2") {
 		if err := b.runW2(ctx); err != nil {
 			errs = append(errs, err)

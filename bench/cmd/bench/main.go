@@ -77,7 +77,7 @@ func parseConfig() (*config, error) {
 	aggs := fs.String("aggregates", envOr("BENCH_AGGREGATES", "10000"), "distinct aggregate ids (BENCH_AGGREGATES)")
 	fill := fs.String("fill-conns", envOr("BENCH_FILL_CONNS", "2"), "connections committing the W1 backlog (BENCH_FILL_CONNS)")
 	relays := fs.String("relays", envOr("BENCH_RELAYS", strings.Join([]string{relayRecv, relayNull, relayWalrelay, relayDebezium}, ",")), "relays to run, in order (BENCH_RELAYS)")
-	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2,crash,startup,inbox"), "workloads: startup (walrelay's start to streaming and to the first record in Kafka), w1 (single-row backlog), w1batch (large transactions), w2 (latency), crash (kill -9 at a steady rate, default settings: duplicates per crash), newtopic (first records on new topics; not in the default), wmsg (rows vs logical decoding messages: WAL per event, drain rate; not in the default), inbox (package inbox's consumer: records/s over 6 partitions, duplicates after a kill -9) (BENCH_WORKLOADS)")
+	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2,crash,startup,inbox,tracing"), "workloads: startup (walrelay's start to streaming and to the first record in Kafka), w1 (single-row backlog), w1batch (large transactions), w2 (latency), crash (kill -9 at a steady rate, default settings: duplicates per crash), newtopic (first records on new topics; not in the default), wmsg (rows vs logical decoding messages: WAL per event, drain rate; not in the default), inbox (package inbox's consumer: records/s over 6 partitions, duplicates after a kill -9), tracing (OpenTelemetry spans to a real Collector: a drain and a latency run per tracing setting, side by side) (BENCH_WORKLOADS)")
 	rates := fs.String("w2-rates", envOr("BENCH_W2_RATES", "1000,5000"), "W2: events per second (BENCH_W2_RATES)")
 	w2d := fs.String("w2-duration", envOr("BENCH_W2_DURATION", "60s"), "W2: how long each rate is written (BENCH_W2_DURATION)")
 	w2w := fs.String("w2-warmup", envOr("BENCH_W2_WARMUP", "30s"), "W2: unmeasured writing before the first rate (BENCH_W2_WARMUP)")
@@ -147,11 +147,11 @@ func parseConfig() (*config, error) {
 	}
 	for _, w := range strings.Split(*workloads, ",") {
 		switch w = strings.TrimSpace(w); w {
-		case "w1", "w1batch", "w2", "newtopic", "wmsg", "crash", "startup", "inbox":
+		case "w1", "w1batch", "w2", "newtopic", "wmsg", "crash", "startup", "inbox", "tracing":
 			c.workloads = append(c.workloads, w)
 		case "":
 		default:
-			errs = append(errs, fmt.Sprintf("-workloads: unknown workload %q (want w1, w1batch, w2, newtopic, wmsg, crash, startup, inbox)", w))
+			errs = append(errs, fmt.Sprintf("-workloads: unknown workload %q (want w1, w1batch, w2, newtopic, wmsg, crash, startup, inbox, tracing)", w))
 		}
 	}
 	for _, r := range strings.Split(*rates, ",") {

@@ -120,6 +120,7 @@ func markdown(res *Results) string {
 	b.WriteString(startupTable(res))
 	b.WriteString(walMessagesTable(res))
 	b.WriteString(inboxTable(res))
+	b.WriteString(tracingTable(res))
 	b.WriteString(targets(res))
 	if len(res.Errors) > 0 {
 		b.WriteString("\n### Errors\n\n")

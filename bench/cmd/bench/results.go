@@ -21,7 +21,9 @@ type Results struct {
 	Crashes []Crash `json:"crash,omitempty"`
 	// Startups is the startup workload (startup.go).
 	Startups []Startup `json:"startup,omitempty"`
-	Errors   []string  `json:"errors,omitempty"`
+	// Tracing is the tracing workload (tracing.go).
+	Tracing []TracingRun `json:"tracing,omitempty"`
+	Errors  []string     `json:"errors,omitempty"`
 
 	// inflightBytes is the walrelay binary's default --max-inflight-bytes
 	// (its run -h), the bound the report checks the peak RSS against.
