@@ -104,7 +104,7 @@ func (c *Consumer) attemptBatch(ctx context.Context, rs []*kgo.Record) error {
 
 // batch handles the records taken with r (r first, in offset order) as one
 // transaction, and one by one if it fails. Records of a held key join
-// their key's hold; records without an id are dead-lettered alone. It
+// their key's hold; records without a valid id are dead-lettered alone. It
 // returns false when the worker stops.
 func (w *partition) batch(h *holds, rs []*kgo.Record) bool {
 	var in, alone []*kgo.Record
@@ -114,7 +114,9 @@ func (w *partition) batch(h *holds, rs []*kgo.Record) bool {
 			// N.B. not in the batch: a held key's records wait behind
 			// its failed one, in order.
 			alone = append(alone, r)
-		case len(header(r, w.c.cfg.IDHeader)) == 0:
+		case checkID(header(r, w.c.cfg.IDHeader)) != nil:
+			// N.B. dead-lettered alone: an id the table cannot hold
+			// would fail the batch's insert.
 			alone = append(alone, r)
 		default:
 			in = append(in, r)

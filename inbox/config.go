@@ -179,6 +179,8 @@ func (c *Config) Validate() error {
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("group: empty (the Kafka consumer group)"))
+	} else if err := checkID([]byte(c.Group)); err != nil {
+		errs = append(errs, fmt.Errorf("group: %q is not UTF-8 text without NUL bytes (it is written to the inbox table's consumer column)", c.Group))
 	}
 	if len(c.Topics) == 0 {
 		errs = append(errs, errors.New("topics: none given"))

@@ -17,7 +17,7 @@ import (
 // record keeps its key, value, timestamp and headers (it can be replayed
 // as it is) and gets these added.
 const (
-	HeaderErrorClass   = "walrelay.error.class"        // ClassHandler, ClassPermanent or ClassMissingID
+	HeaderErrorClass   = "walrelay.error.class"        // ClassHandler, ClassPermanent, ClassMissingID or ClassInvalidID
 	HeaderErrorMessage = "walrelay.error.message"      // the last error, cut to 1 KiB
 	HeaderEventID      = "walrelay.event.id"           // the id header's value, when there is one
 	HeaderTopic        = "walrelay.original.topic"     // where the record was consumed from
@@ -34,6 +34,7 @@ const (
 	ClassHandler   = "handler_failed"    // the Handler failed Config.MaxAttempts times
 	ClassPermanent = "handler_permanent" // the Handler returned a Permanent error
 	ClassMissingID = "missing_id"        // the record has no id header
+	ClassInvalidID = "invalid_id"        // its id cannot be stored: not UTF-8, a NUL byte, too long
 )
 
 const maxErrorMessage = 1024

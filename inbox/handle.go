@@ -32,10 +32,11 @@ var errHandlerTimeout = errors.New("handler timeout")
 // duplicate.
 func (c *Consumer) handle(ctx context.Context, stop <-chan struct{}, r *kgo.Record) error {
 	id := header(r, c.cfg.IDHeader)
-	if len(id) == 0 {
-		// N.B. without an id the record cannot be deduplicated: it is
-		// parked, never applied and never silently skipped.
-		return c.deadLetter(ctx, stop, r, ClassMissingID, errMissingID, 0)
+	if err := checkID(id); err != nil {
+		// N.B. without an id (or one the table cannot hold) the record
+		// cannot be deduplicated: it is parked, never applied and never
+		// silently skipped.
+		return c.deadLetter(ctx, stop, r, idClass(err), err, 0)
 	}
 	b := backoff{next: c.cfg.RetryBackoff, max: c.cfg.MaxRetryBackoff}
 	attempts := 0
@@ -48,6 +49,8 @@ func (c *Consumer) handle(ctx context.Context, stop <-chan struct{}, r *kgo.Reco
 			return ctx.Err()
 		}
 		switch {
+		case !herr && errors.Is(err, errInvalidID):
+			return c.deadLetter(ctx, stop, r, ClassInvalidID, err, 0)
 		case herr && IsPermanent(err) && c.cfg.OnFailure != Halt:
 			return c.failed(ctx, stop, r, ClassPermanent, err, attempts+1)
 		case herr && (errors.Is(err, errHandlerTimeout) || !transient(err)):
@@ -111,7 +114,7 @@ func (c *Consumer) attempt(ctx context.Context, r *kgo.Record, id []byte) (handl
 		err = br.Close()
 	}
 	if err != nil {
-		return false, fmt.Errorf("insert id into %s: %w", c.cfg.Table, err)
+		return false, rejectedID(fmt.Errorf("insert id into %s: %w", c.cfg.Table, err))
 	}
 	dup := tag.RowsAffected() == 0
 	span.duplicate(dup)

@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 			c.Handler, c.BatchHandler = nil, func(context.Context, pgx.Tx, []*kgo.Record) error { return nil }
 		}, nil},
 		{"batch size", func(c *Config) { c.MaxBatchRecords = -1 }, []string{"max batch records: -1"}},
+		{"group not text", func(c *Config) { c.Group = "g\x00" }, []string{`group: "g\x00" is not UTF-8 text`}},
+		{"group not utf-8", func(c *Config) { c.Group = "g\xff" }, []string{`group: "g\xff" is not UTF-8 text`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := good()
