@@ -49,10 +49,17 @@ type pageRow struct {
 type chart struct {
 	Width, Height int
 	Points        string // the polyline's, "x,y x,y ..."; "" with fewer than 2
+	Area          string // the polygon under it
 	Peak          string // the highest point, events/s
+	Minutes       int    // the span of the x axis
 }
 
-const chartWidth, chartHeight = 150, 28
+// The chart's size; its x axis spans the history held, at least
+// chartMinSteps points (2 minutes), at most historyLen (10).
+const (
+	chartWidth, chartHeight = 150, 28
+	chartMinSteps           = 12
+)
 
 // servePage answers / with the status page.
 func (f *fleet) servePage(w http.ResponseWriter, _ *http.Request) {
@@ -81,10 +88,11 @@ func (f *fleet) servePage(w http.ResponseWriter, _ *http.Request) {
 	w.Write(b.Bytes())
 }
 
-// newChart draws rates (the oldest first) right-aligned on historyLen
-// steps, scaled to the highest.
+// newChart draws rates (the oldest first) right-aligned, scaled to the
+// highest.
 func newChart(rates []float64) chart {
-	c := chart{Width: chartWidth, Height: chartHeight}
+	span := min(historyLen, max(len(rates), chartMinSteps))
+	c := chart{Width: chartWidth, Height: chartHeight, Minutes: int(math.Round((time.Duration(span) * historyEvery).Minutes()))}
 	peak := 0.0
 	for _, r := range rates {
 		peak = max(peak, r)
@@ -93,7 +101,7 @@ func newChart(rates []float64) chart {
 	if len(rates) < 2 {
 		return c
 	}
-	step := float64(chartWidth) / float64(historyLen-1)
+	step := float64(chartWidth) / float64(span-1)
 	var pts []string
 	for i, r := range rates {
 		x := float64(chartWidth) - float64(len(rates)-1-i)*step
@@ -104,6 +112,8 @@ func newChart(rates []float64) chart {
 		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
 	}
 	c.Points = strings.Join(pts, " ")
+	first := float64(chartWidth) - float64(len(rates)-1)*step
+	c.Area = fmt.Sprintf("%.1f,%d %s %d,%d", first, chartHeight, c.Points, chartWidth, chartHeight)
 	return c
 }
 

@@ -111,7 +111,10 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("%d rates ending %v, want %d ending 1", len(got), got[len(got)-1], historyLen)
 	}
 	c := newChart([]float64{0, 5, 10})
-	if c.Points != "144.9,28.0 147.5,15.0 150.0,2.0" || c.Peak != "10" {
-		t.Errorf("chart %+v, want 3 points at the right edge, the peak at the top", c)
+	if c.Points != "122.7,28.0 136.4,15.0 150.0,2.0" || c.Area != "122.7,28 "+c.Points+" 150,28" || c.Peak != "10" || c.Minutes != 2 {
+		t.Errorf("chart %+v, want 3 points at the right edge of 2 minutes, the peak at the top", c)
+	}
+	if c := newChart(got); !strings.HasPrefix(c.Points, "0.0,") || c.Minutes != 10 {
+		t.Errorf("chart of %d points %+v, want 10 minutes from the left edge", len(got), c)
 	}
 }
