@@ -175,3 +175,25 @@ func chartPoints(page string, rows int) int {
 	}
 	return fewest
 }
+
+// TestFleetStatusPageSinglePipeline: a single walrelay (no --config)
+// serves the status page too: one row, named after its slot, streaming,
+// with its database's name; no connection string.
+func TestFleetStatusPageSinglePipeline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.Start(t)
+	p.WaitStreaming()
+	var page string
+	harness.WaitFor(t, time.Minute, "/ to show the pipeline streaming", func() bool {
+		_, page = p.Get("/")
+		return strings.Contains(page, `data-state="streaming"`)
+	})
+	rows := pageRow.FindAllStringSubmatch(page, -1)
+	if len(rows) != 1 || html.UnescapeString(rows[0][1]) != e.Slot || !strings.Contains(page, e.Database(t)+" · "+e.Slot) {
+		t.Errorf("want one row, %s, with database %s:\n%s", e.Slot, e.Database(t), page)
+	}
+	if strings.Contains(page, e.DSN) || strings.Contains(page, "postgres://") {
+		t.Errorf("the page holds the connection string:\n%s", page)
+	}
+}
