@@ -6,8 +6,9 @@
 // `walrelay run` flag and parsed by that flag's own value and validation.
 // Output: one pipeline.Relay per pipeline, each with its own PostgreSQL
 // connections, slot and Kafka clients, run side by side; /readyz, /metrics
-// (every walrelay series labelled pipeline=NAME) and /pipelines over all of
-// them. Invariant: one pipeline's failure never stops another: a permanent
+// (every walrelay series labelled pipeline=NAME), /pipelines and the status
+// page at / over all of them (the page a single walrelay's too); `walrelay
+// status --config` prints a running fleet's /pipelines. Invariant: one pipeline's failure never stops another: a permanent
 // error stops that pipeline alone (logged with its name, shown by /readyz,
 // /pipelines and walrelay_pipeline_stopped); the process exits on SIGTERM
 // (0) or once every pipeline has stopped (the worst exit code). A file

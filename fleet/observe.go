@@ -75,6 +75,16 @@ type Status struct {
 // servePipelines answers /pipelines: a JSON list of Status, in the
 // file's order.
 func (f *fleet) servePipelines(w http.ResponseWriter, _ *http.Request) {
+	out := f.statuses()
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(out)
+}
+
+// statuses is each pipeline's Status, in the file's order (/pipelines,
+// the status page).
+func (f *fleet) statuses() []Status {
 	out := make([]Status, 0, len(f.members))
 	for _, m := range f.members {
 		v := m.values()
@@ -87,10 +97,7 @@ func (f *fleet) servePipelines(w http.ResponseWriter, _ *http.Request) {
 		}
 		out = append(out, s)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(out)
+	return out
 }
 
 // The series /pipelines reads.
@@ -98,6 +105,7 @@ const (
 	lagMetric       = "walrelay_slot_lag_bytes"
 	publishedMetric = "walrelay_events_published_total"
 	oldestMetric    = "walrelay_oldest_unacked_seconds"
+	parkedMetric    = "walrelay_parked_aggregates" // the status page's
 )
 
 // values gathers m's registry and sums each series /pipelines reads.
@@ -106,7 +114,7 @@ func (m *member) values() map[string]float64 {
 	fams, _ := m.metrics.Registry.Gather()
 	for _, f := range fams {
 		switch f.GetName() {
-		case lagMetric, publishedMetric, oldestMetric:
+		case lagMetric, publishedMetric, oldestMetric, parkedMetric:
 			for _, s := range f.GetMetric() {
 				out[f.GetName()] += seriesValue(s)
 			}
@@ -136,7 +144,9 @@ const (
 func (f *fleet) sample() {
 	now := time.Now()
 	for _, m := range f.members {
-		m.rate.add(now, m.values()[publishedMetric])
+		n := m.values()[publishedMetric]
+		m.rate.add(now, n)
+		m.history.add(now, n)
 	}
 }
 

@@ -64,9 +64,11 @@ type member struct {
 	stopped atomic.Pointer[string]
 	// code and err are how it stopped: set by its goroutine before it
 	// reports on run's channel.
-	code int
-	err  error
-	rate rate
+	code    int
+	err     error
+	rate    rate
+	history history // the status page's chart
+	db      string  // the database's name, for the status page
 }
 
 // Main runs the pipelines of c.File until a signal or until every one has
@@ -105,7 +107,7 @@ func Main(c Command) int {
 		m := metrics.New()
 		m.SetBuildInfo(c.Version, runtime.Version())
 		p.cfg.Metrics = m
-		mem := &member{name: p.name, slot: p.cfg.Replication.Slot, metrics: m, log: log.With(zap.String("pipeline", p.name))}
+		mem := &member{name: p.name, slot: p.cfg.Replication.Slot, db: databaseName(p.cfg.Replication.ConnString), metrics: m, log: log.With(zap.String("pipeline", p.name))}
 		m.ReadStopped(func() float64 {
 			if mem.stopped.Load() != nil {
 				return 1
@@ -131,7 +133,7 @@ func Main(c Command) int {
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
 	if hc.Addr != "" {
-		hc.Routes = map[string]http.Handler{"/pipelines": http.HandlerFunc(f.servePipelines)}
+		hc.Routes = map[string]http.Handler{"/pipelines": http.HandlerFunc(f.servePipelines), "/{$}": http.HandlerFunc(f.servePage)}
 		addr, err := httpserve.Serve(hctx, hc, gatherer{f.members}, f, log)
 		if err != nil {
 			log.Error("cannot serve http", zap.Error(err))

@@ -48,7 +48,7 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	cli.BoolVar(fs, &cfg.http.Pprof, "http-pprof", false, "also serve Go's profiling endpoints under /debug/pprof/ on --http-addr, e.g. go tool pprof http://HOST:8080/debug/pprof/profile?seconds=30 (they show the program's internals: keep the address private)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "json or console")
-	if name == "run" {
+	if name == "run" || name == "status" {
 		fs.StringVar(&cfg.fleetFile, "config", "", "YAML file of many pipelines to run in this process (docs/fleet.md): each run flag by its name, process-wide at the top, the others under defaults: and each of pipelines:; no pipeline's flag may be given with it")
 	}
 	if benchFlags != nil {

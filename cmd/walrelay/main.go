@@ -28,7 +28,7 @@ var commands = []struct {
 }{
 	{"run", "stream outbox inserts to Kafka (the default)", func(args []string, _, stderr io.Writer) int { return runCmd(args, stderr) }},
 	{"check", "check PostgreSQL and Kafka for everything run needs, without streaming", checkCmd},
-	{"status", "show the slot: active, confirmed position, lag, wal_status", statusCmd},
+	{"status", "show the slot: active, confirmed position, lag, wal_status (--config: each pipeline of a running fleet)", statusCmd},
 	{"recover", "after the slot is gone (exit 3): publish the outbox rows it missed, then create it again", recoverCmd},
 	{"setup", "create (or --print) the role, publication and slot walrelay needs", setupCmd},
 	{"import-debezium", "print the settings equivalent to a Debezium connector configuration", importDebeziumCmd},

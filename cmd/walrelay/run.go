@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -109,6 +110,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
 	if cfg.http.Addr != "" {
+		cfg.http.Routes = map[string]http.Handler{"/{$}": fleet.SinglePage(hctx, relay, m, pc.Replication.Slot, pc.Replication.ConnString)}
 		if _, err := httpserve.Serve(hctx, cfg.http, m.Registry, relay, log); err != nil {
 			log.Error("cannot serve http", zap.Error(err))
 			return exitConfig

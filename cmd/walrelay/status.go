@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/walrelay/walrelay/fleet"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/pipeline"
@@ -14,9 +16,13 @@ import (
 // statusCmd prints the slot's state and lag. It exits 2 when the slot is
 // missing and 3 when it is lost.
 func statusCmd(args []string, stdout, stderr io.Writer) int {
-	c, code := parseCommand("status", args, stderr, nil, nil)
+	var top *flag.FlagSet
+	c, code := parseCommand("status", args, stderr, func(fs *flag.FlagSet) { top = fs }, func() bool { return top.Lookup("config").Value.String() != "" })
 	if code >= 0 {
 		return code
+	}
+	if c.cfg.fleetFile != "" {
+		return fleet.PrintStatus(c.cfg.fleetFile, top, pipelineFlags, stdout, stderr)
 	}
 	standbyURL := c.cfg.StandbyURL
 	rc := c.pc.Replication
