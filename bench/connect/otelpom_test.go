@@ -23,7 +23,7 @@ func TestOTelPOMHasPOM(t *testing.T) {
 	if m == nil || string(m[1]) != OTelVersion {
 		t.Errorf("pom-otel.xml <opentelemetry.version> is %q, the Go constant says %s", m, OTelVersion)
 	}
-	for _, a := range []string{"opentelemetry-api", "opentelemetry-context", "opentelemetry-sdk", "opentelemetry-sdk-extension-autoconfigure", "opentelemetry-exporter-otlp"} {
+	for _, a := range []string{"opentelemetry-api", "opentelemetry-context", "opentelemetry-sdk", "opentelemetry-sdk-extension-autoconfigure", "opentelemetry-exporter-otlp", "opentelemetry-exporter-logging"} {
 		if !bytes.Contains(OTelPOM, []byte("<artifactId>"+a+"</artifactId>")) {
 			t.Errorf("pom-otel.xml has no %s", a)
 		}

@@ -19,7 +19,7 @@ func ConnectOTelJars(ctx context.Context, logf func(string, ...any)) (string, er
 		POM:  connect.OTelPOM,
 		Want: []string{
 			"connect-runtime-" + connect.KafkaVersion + ".jar", "debezium-connector-postgres-" + connect.DebeziumVersion + ".jar",
-			"opentelemetry-sdk-extension-autoconfigure-" + connect.OTelVersion + ".jar",
+			"opentelemetry-sdk-extension-autoconfigure-" + connect.OTelVersion + ".jar", "opentelemetry-exporter-logging-" + connect.OTelVersion + ".jar",
 		},
 	}.Fetch(ctx, logf)
 }
@@ -27,9 +27,12 @@ func ConnectOTelJars(ctx context.Context, logf func(string, ...any)) (string, er
 // ConnectOTelProps are the system properties under which Debezium's
 // router (TracingSpanUtil, GlobalOpenTelemetry) gets the SDK from
 // ConnectOTelJars: autoconfigured (W3C traceparent and baggage
-// propagators, sampler parentbased_always_on), exporting nothing.
+// propagators, sampler parentbased_always_on), its spans logged to the
+// worker's stdout. N.B. not otel.traces.exporter=none: with every exporter
+// none the autoconfigured OpenTelemetry starts no span, and the record's
+// traceparent is the writer's, span id included (a make compat run).
 var ConnectOTelProps = []string{
 	"otel.java.global-autoconfigure.enabled=true",
-	"otel.traces.exporter=none", "otel.metrics.exporter=none", "otel.logs.exporter=none",
+	"otel.traces.exporter=logging", "otel.metrics.exporter=none", "otel.logs.exporter=none",
 	"otel.service.name=kafka-connect",
 }
