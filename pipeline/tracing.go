@@ -35,10 +35,7 @@ func newTracing(cfg Config, m *metrics.Metrics, log *zap.Logger) (relayTracing, 
 	if cfg.Decode.TraceContextColumn == "-" {
 		return relayTracing{}, nil
 	}
-	rc := tracing.RelayConfig{
-		Valid:     m.TraceContexts.WithLabelValues(metrics.TraceContextValid),
-		Malformed: m.TraceContexts.WithLabelValues(metrics.TraceContextMalformed),
-	}
+	rc := relayConfig(cfg, m)
 	rt := relayTracing{}
 	if tracing.Enabled(os.Getenv) {
 		tp, err := tracing.NewProvider(context.Background(), os.Getenv, cfg.Marker.Version)
@@ -55,6 +52,16 @@ func newTracing(cfg Config, m *metrics.Metrics, log *zap.Logger) (relayTracing, 
 	}
 	rt.tracer = tracing.NewRelay(rc)
 	return rt, nil
+}
+
+// relayConfig is the span and header settings of cfg: the trace-context
+// counters and the database the slot streams from (db.namespace).
+func relayConfig(cfg Config, m *metrics.Metrics) tracing.RelayConfig {
+	return tracing.RelayConfig{
+		Valid:     m.TraceContexts.WithLabelValues(metrics.TraceContextValid),
+		Malformed: m.TraceContexts.WithLabelValues(metrics.TraceContextMalformed),
+		Database:  cfg.Replication.Database(),
+	}
 }
 
 // flush exports the spans still buffered, within the shutdown timeout.

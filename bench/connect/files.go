@@ -19,3 +19,13 @@ var POM []byte
 //
 //go:embed log4j2.properties
 var Log4j2 []byte
+
+// OTelPOM is pom-otel.xml: pom.xml's classpath plus OpenTelemetry's Java
+// SDK (opentelemetry-bom OTelVersion), for make compat's tracing
+// configuration only.
+//
+//go:embed pom-otel.xml
+var OTelPOM []byte
+
+// OTelVersion is the OpenTelemetry Java release of pom-otel.xml.
+const OTelVersion = "1.68.0"

@@ -39,6 +39,7 @@ type configuration struct {
 	checkRows   bool     // also compare each side with the rows as PostgreSQL renders them
 	eventStamp  bool     // record timestamps come from the occurred column (compared with PostgreSQL's value)
 	outboxes    []string // the outbox tables (table.include.list); default outbox and outbox_json
+	otel        bool     // Debezium runs on the worker with OpenTelemetry's SDK (tracing.go); the trace headers are compared on their own
 }
 
 var withBytes = []string{"outbox", "outbox_json", "outbox_bytes"}
@@ -156,6 +157,15 @@ func configurations() []configuration {
 			topics: aggTypes[:3], outboxes: []string{"outbox_placed"},
 		},
 		{
+			name: "tracing", about: "tracing.span.context.field with OpenTelemetry's SDK on Debezium's Connect classpath: rows with a context (sampled, unsampled, with a tracestate), without, malformed and empty",
+			edit: func(c map[string]string, _ string) {
+				c["transforms.outbox.tracing.span.context.field"] = traceColumn
+				c["transforms.outbox.tracing.operation.name"] = "debezium-read"
+				c["transforms.outbox.tracing.with.context.field.only"] = "true"
+			},
+			topics: aggTypes[:2], outboxes: []string{tracedTable}, otel: true,
+		},
+		{
 			name: "tombstone", about: "route.tombstone.on.empty.payload=true (StringConverter)",
 			edit: func(c map[string]string, _ string) {
 				c["transforms.outbox.route.tombstone.on.empty.payload"] = "true"
@@ -257,7 +267,7 @@ func shellUnquote(s string) (string, error) {
 	return b.String(), nil
 }
 
-func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
+func compat(ctx context.Context, env *rig.Env, bin, only string) (*Report, error) {
 	work, err := os.MkdirTemp("", "walrelay-compat-")
 	if err != nil {
 		return nil, err
@@ -284,6 +294,12 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 	}
 	defer adm.Close()
 	cfs := configurations()
+	if only != "" {
+		cfs = slices.DeleteFunc(cfs, func(cf configuration) bool { return cf.name != only })
+		if len(cfs) == 0 {
+			return nil, fmt.Errorf("-config %s: no such configuration", only)
+		}
+	}
 	if err := independent(dsn, cfs); err != nil {
 		return nil, err
 	}
@@ -296,7 +312,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 			s := "compat_" + cf.name + "_" + side
 			// N.B. every publication has all three tables: a table that is
 			// not one of the configuration's outboxes is ignored by both.
-			if err := testbed.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed, public.outbox_expand WITH (publish = 'insert')`); err != nil {
+			if err := testbed.Exec(ctx, dsn, `CREATE PUBLICATION `+s+` FOR TABLE public.outbox, public.outbox_json, public.outbox_bytes, public.outbox_placed, public.outbox_expand, public.`+tracedTable+` WITH (publish = 'insert')`); err != nil {
 				return nil, err
 			}
 			if err := testbed.Exec(ctx, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
@@ -324,7 +340,8 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		Checked: []string{"every committed row exactly once on each side, nothing rolled back",
 			"topic modulo prefix", "partition", "key bytes", "value bytes (a tombstone: no value)", "headers: names, values, order",
 			"order of ids within each topic-partition", "record timestamp",
-			"in the string configuration also each side against the row as PostgreSQL renders it"}}
+			"in the string configuration also each side against the row as PostgreSQL renders it",
+			"in the tracing configuration the trace headers apart: names and place, trace id, span id, sampled flag and tracestate against the row's context"}}
 
 	// Debezium: one worker, every configuration's connector on it at once.
 	props := rig.DebeziumWorkerProps(time.Second, maxRecordBytes)
@@ -343,6 +360,19 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		return nil, err
 	}
 	defer w.Stop()
+	wo, err := otelWorker(ctx, cfs, work, env.Brokers, props)
+	if err != nil {
+		return nil, err
+	}
+	if wo != nil {
+		defer wo.Stop()
+	}
+	worker := func(cf configuration) *rig.ConnectWorker {
+		if cf.otel {
+			return wo
+		}
+		return w
+	}
 	for _, cf := range cfs {
 		name := "compat_" + cf.name + "_dbz"
 		conf, err := cf.connector(dsn, name, "dbz."+cf.name+".")
@@ -352,7 +382,7 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		if err := writeConnectorFile(filepath.Join(work, name+".json"), name, conf); err != nil {
 			return nil, err
 		}
-		if err := w.CreateConnector(ctx, name, conf); err != nil {
+		if err := worker(cf).CreateConnector(ctx, name, conf); err != nil {
 			return nil, err
 		}
 		shown := maps.Clone(conf)
@@ -417,8 +447,8 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		name := "compat_" + cf.name + "_dbz"
 		recs, err := rig.ReadAll(ctx, env.Brokers, len(cf.rows(rows)), readTimeout, prefixed("dbz."+cf.name+".", cf.topics)...)
 		if err != nil {
-			st, trace, _ := w.TaskState(ctx, name)
-			return nil, fmt.Errorf("debezium, configuration %s (task %s %s): %w; last lines of %s:\n%s", cf.name, st, trace, err, w.LogPath(), proc.Tail(w.LogPath(), 20))
+			st, trace, _ := worker(cf).TaskState(ctx, name)
+			return nil, fmt.Errorf("debezium, configuration %s (task %s %s): %w; last lines of %s:\n%s", cf.name, st, trace, err, worker(cf).LogPath(), proc.Tail(worker(cf).LogPath(), 20))
 		}
 		logf("debezium, %s: %d records", cf.name, len(recs))
 		dbzRecs[i] = recs
@@ -430,12 +460,22 @@ func compat(ctx context.Context, env *rig.Env, bin string) (*Report, error) {
 		c := rep.Configs[i]
 		c.Walrelay, c.Debezium = len(wrRecs[i]), len(dbzRecs[i])
 		c.Rows = len(cf.rows(rows))
-		compare(c, cf.rows(rows), labels, wrRecs[i], dbzRecs[i], "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows, cf.eventStamp)
+		wrr, dbr := wrRecs[i], dbzRecs[i]
+		if cf.otel {
+			wrr, dbr = withoutTrace(wrr), withoutTrace(dbr)
+		}
+		compare(c, cf.rows(rows), labels, wrr, dbr, "wr."+cf.name+".", "dbz."+cf.name+".", cf.checkRows, cf.eventStamp)
+		if cf.otel {
+			compareTrace(c, cf.rows(rows), wrRecs[i], dbzRecs[i])
+		}
 		rep.Unexpected += c.Unexpected
 	}
 	// Last, the switches from a running Debezium to walrelay; the second
 	// kills the worker.
 	for _, kill := range []bool{false, true} {
+		if only != "" {
+			break
+		}
 		tr, err := takeover(ctx, env, bin, w, dsn, work, kill)
 		if err != nil {
 			return nil, err

@@ -66,6 +66,7 @@ func main() { os.Exit(run()) }
 func run() int {
 	out := flag.String("out", "bench/results", "directory for the report")
 	bin := flag.String("walrelay", "", "walrelay binary (default: build ./cmd/walrelay)")
+	only := flag.String("config", "", "run only this configuration, without the takeovers (default: every configuration and the takeovers)")
 	flag.Parse()
 	env, err := rig.FromEnv()
 	if err != nil {
@@ -78,7 +79,7 @@ func run() int {
 	// several times the 4 minutes of an idle one.
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
 	defer cancel()
-	rep, err := compat(ctx, env, *bin)
+	rep, err := compat(ctx, env, *bin, *only)
 	if err != nil {
 		logf("%v", err)
 		return 1
@@ -110,6 +111,7 @@ type row struct {
 	Type    string  `json:"type"`
 	Payload *string `json:"-"`
 	StampMs *int64  `json:"-"` // outbox_placed: the occurred column in ms, nil for NULL
+	Trace   *string `json:"-"` // outbox_traced: the trace context column, nil for NULL
 }
 
 // Diff is one kind of difference and the rows that show it.
@@ -168,7 +170,9 @@ var ddl = outbox.TableDDL + `
 ` + outbox.Table("outbox_placed", "jsonb", "part integer", "occurred timestamp") + `
 -- table.expand.json.payload: payloads of every shape the inference takes,
 -- and some it leaves as they are.
-` + outbox.Table("outbox_expand", "jsonb")
+` + outbox.Table("outbox_expand", "jsonb") + `
+-- the router's tracing.span.context.field (tracing.go).
+` + outbox.Table(tracedTable, "jsonb", traceColumn+" text")
 
 // ins is one insert: its payload is an SQL expression.
 type ins struct {
@@ -241,6 +245,7 @@ func transactions() (committed [][]ins, rolledBack []ins, deleted ins) {
 		{"expand: only nulls left as it is", e, "Order", "order-7", "OrderCreated", `'{"only_nulls": [null]}'`},
 		{"expand: doubles and longs", e, "Order", "order-7", "OrderCreated", `'{"zero": 0.0, "tiny": 0.001, "e7": 10000000.0, "lng": -3000000000, "third": 0.3333333333333333}'`},
 	})
+	committed = append(committed, traceRows())
 	rolledBack = []ins{{"rolled back", o, "Order", "order-rb", "OrderCreated", `'{"never": true}'`}}
 	deleted = ins{"deleted in its own transaction", o, "Order", "order-del", "OrderCreated", `'{"deleted": true}'`}
 	return committed, rolledBack, deleted
@@ -262,6 +267,9 @@ func write(ctx context.Context, dsn string) (rows map[string]row, labels map[str
 		q := `INSERT INTO ` + in.table + ` (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4, ` + in.payloadSQL + `)`
 		if in.table == "outbox_placed" {
 			q = `INSERT INTO ` + in.table + ` (id, aggregatetype, aggregateid, type, payload, part, occurred) VALUES ($1, $2, $3, $4, ` + in.payloadSQL + `)`
+		}
+		if in.table == tracedTable {
+			q = `INSERT INTO ` + in.table + ` (id, aggregatetype, aggregateid, type, payload, ` + traceColumn + `) VALUES ($1, $2, $3, $4, ` + in.payloadSQL + `)`
 		}
 		_, err := tx.Exec(ctx, q, id, in.aggType, in.aggID, in.typ)
 		if err != nil {
@@ -317,20 +325,23 @@ func write(ctx context.Context, dsn string) (rows map[string]row, labels map[str
 		return nil, nil, 0, err
 	}
 	rows = map[string]row{}
-	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes", "outbox_placed", "outbox_expand"} {
-		stamp := "NULL::bigint"
+	for _, t := range []string{"outbox", "outbox_json", "outbox_bytes", "outbox_placed", "outbox_expand", tracedTable} {
+		stamp, trace := "NULL::bigint", "NULL::text"
+		if t == tracedTable {
+			trace = traceColumn
+		}
 		if t == "outbox_placed" {
 			// N.B. the expected record timestamp, from PostgreSQL: the
 			// microseconds since the epoch as UTC, truncated to ms.
 			stamp = "trunc(extract(epoch FROM occurred AT TIME ZONE 'UTC') * 1000)::bigint"
 		}
-		rs, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text, `+stamp+` FROM `+t)
+		rs, err := conn.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, type, payload::text, `+stamp+`, `+trace+` FROM `+t)
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		for rs.Next() {
 			r := row{Table: t}
-			if err := rs.Scan(&r.ID, &r.AggType, &r.AggID, &r.Type, &r.Payload, &r.StampMs); err != nil {
+			if err := rs.Scan(&r.ID, &r.AggType, &r.AggID, &r.Type, &r.Payload, &r.StampMs, &r.Trace); err != nil {
 				return nil, nil, 0, err
 			}
 			r.Label = labels[r.ID]

@@ -56,6 +56,12 @@ type ConnectWorker struct {
 // given) and waits up to 3 minutes until its REST API answers. Connectors are
 // created through the REST API.
 func StartConnect(ctx context.Context, libs, dir string, brokers []string, props map[string]string) (*ConnectWorker, error) {
+	return StartConnectJVM(ctx, libs, dir, brokers, props, nil)
+}
+
+// StartConnectJVM is StartConnect with the JVM's system properties sys
+// (name=value) besides the logging ones.
+func StartConnectJVM(ctx context.Context, libs, dir string, brokers []string, props map[string]string, sys []string) (*ConnectWorker, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -88,7 +94,7 @@ func StartConnect(ctx context.Context, libs, dir string, brokers []string, props
 		return nil, err
 	}
 	p, err := jvm.Command{
-		Options: ConnectJVMOptions, Props: logs, Libs: libs,
+		Options: ConnectJVMOptions, Props: append(logs, sys...), Libs: libs,
 		Main: "org.apache.kafka.connect.cli.ConnectStandalone", Args: []string{workerProps},
 	}.Start(java, proc.Options{Name: "kafka-connect", Log: filepath.Join(dir, "stdout.log"), Group: true, Sample: true})
 	if err != nil {
