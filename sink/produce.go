@@ -148,13 +148,19 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 // within the topic's bounds (stamp).
 func (s *Sink) record(r *kgo.Record, tx *decode.Tx, ev *decode.Event, hdrs []kgo.RecordHeader, st *stamper) []kgo.RecordHeader {
 	start := len(hdrs)
+	r.Topic = ev.Topic
+	r.Key = ev.Key
+	r.Value = ev.Value
+	r.Context = s.held
+	// N.B. the trace headers first: Debezium injects them into the change
+	// event before its router adds id and the additional headers.
+	if t := s.deps.Tracer; t != nil && ev.TraceContext != nil {
+		hdrs = t.Record(tx, ev, r, hdrs) // trace.go
+	}
 	hdrs = append(hdrs, kgo.RecordHeader{Key: "id", Value: ev.ID})
 	for _, h := range ev.Headers {
 		hdrs = append(hdrs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	r.Topic = ev.Topic
-	r.Key = ev.Key
-	r.Value = ev.Value
 	if ev.Timestamp.IsZero() {
 		hdrs = s.stamp(st, r, tx.CommitLSN, tx.CommitTime, hdrs)
 	} else {
@@ -164,10 +170,6 @@ func (s *Sink) record(r *kgo.Record, tx *decode.Tx, ev *decode.Event, hdrs []kgo
 		if _, ok := s.eventStamped.Load(r.Topic); !ok {
 			s.eventStamped.Store(r.Topic, true)
 		}
-	}
-	r.Context = s.held
-	if t := s.deps.Tracer; t != nil && ev.TraceContext != nil {
-		hdrs = t.Record(tx, ev, r, hdrs) // trace.go
 	}
 	r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 	return hdrs

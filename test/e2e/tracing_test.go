@@ -290,6 +290,14 @@ func TestTracingThroughOutbox(t *testing.T) {
 		if h, _ := harness.Header(r, "traceparent"); h != "00-"+trID+"-"+relayed.SpanID+"-01" {
 			t.Errorf("event %d: traceparent %q, want the trace %s under walrelay's span %s", i, h, trID, relayed.SpanID)
 		}
+		// in Debezium's place: before id and the additional headers
+		if len(r.Headers) < 2 || r.Headers[0].Key != "traceparent" || r.Headers[1].Key != "id" {
+			var names []string
+			for _, h := range r.Headers {
+				names = append(names, h.Key)
+			}
+			t.Errorf("event %d: headers %v, want traceparent first, then id (Debezium's order)", i, names)
+		}
 		// walrelay -> consumer, the handler inside it
 		dups := 0
 		for _, s := range consumed {
