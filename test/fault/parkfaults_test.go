@@ -195,7 +195,7 @@ func TestParkServerRestarts(t *testing.T) {
 			offset := harness.LogOffset(t, s.e)
 			s.e.Bed.RestartPostgres(t)
 			relay.WaitStreaming()
-			resumed := harness.PGResumePositions(t, s.e, offset)
+			resumed := harness.WaitPGResumePositions(t, s.e, offset)
 			if len(resumed) == 0 {
 				t.Fatalf("PostgreSQL logged no new session of slot %s after the restart", s.e.Slot)
 			}

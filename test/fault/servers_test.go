@@ -115,7 +115,7 @@ func postgresRestart(t *testing.T, m variant) {
 		before := s.e.Bed.Slot(t, s.e.DSN, s.e.Slot).ConfirmedFlushLSN
 		s.e.Bed.RestartPostgres(t)
 		relay.WaitStreaming()
-		resumed := harness.PGResumePositions(t, s.e, offset)
+		resumed := harness.WaitPGResumePositions(t, s.e, offset)
 		if len(resumed) == 0 {
 			t.Fatalf("PostgreSQL logged no new session of slot %s after the restart", s.e.Slot)
 		}

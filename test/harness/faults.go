@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 )
@@ -132,5 +133,19 @@ func PGResumePositions(t testing.TB, e *Env, offset int64) []pglogrepl.LSN {
 	if err := sc.Err(); err != nil {
 		t.Fatalf("PostgreSQL log: %v", err)
 	}
+	return out
+}
+
+// WaitPGResumePositions is PGResumePositions once PostgreSQL has logged at
+// least one session of the slot since offset: a walsender holds the slot
+// (pg_replication_slots.active_pid) a moment before it logs where it
+// starts decoding, so a look right after WaitStreaming can find nothing.
+func WaitPGResumePositions(t testing.TB, e *Env, offset int64) []pglogrepl.LSN {
+	t.Helper()
+	var out []pglogrepl.LSN
+	WaitFor(t, time.Minute, "PostgreSQL to log a new session of slot "+e.Slot, func() bool {
+		out = PGResumePositions(t, e, offset)
+		return len(out) > 0
+	})
 	return out
 }
