@@ -47,3 +47,13 @@ pipelines:
 		t.Errorf("groupOf = %q, want g", g)
 	}
 }
+
+// TestStatusElsewhereIsNotUnready: walrelay status --config asked of one
+// replica of a group counts the pipelines it runs, not those elsewhere.
+func TestStatusElsewhereIsNotUnready(t *testing.T) {
+	var b strings.Builder
+	list := []Status{{Name: "a", State: "streaming", Ready: true, Owner: "r1"}, {Name: "b", State: stateElsewhere}, {Name: "c", State: "restarting", Owner: "r1"}}
+	if n := writeStatus(&b, list); n != 1 {
+		t.Errorf("writeStatus counts %d not ready, want 1 (c; b is elsewhere):\n%s", n, b.String())
+	}
+}

@@ -42,8 +42,11 @@ type runningPipeline struct {
 	relay  *pipeline.Relay
 	cancel context.CancelFunc
 	done   chan struct{}
-	fresh  bool
 }
+
+// stateElsewhere is /pipelines' state of a pipeline another replica of
+// the group runs.
+const stateElsewhere = "elsewhere"
 
 // here says whether m runs in this process: always outside a group.
 func (m *member) here() bool { return !m.grouped || m.owner.Load() != nil }

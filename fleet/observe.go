@@ -109,7 +109,7 @@ func (f *fleet) statuses() []Status {
 			s.Owner = *o
 		}
 		if !m.here() {
-			s.State, s.Ready = "elsewhere", false
+			s.State, s.Ready = stateElsewhere, false
 		} else if e := m.stopped.Load(); e != nil {
 			s.State, s.Ready, s.LastError = "stopped", false, *e
 		}

@@ -255,7 +255,16 @@ func TestFleetGroupSharesPipelines(t *testing.T) {
 	// Both again.
 	back := []*replica{live[1], startReplica(t, envs[0], file, victim.name), startReplica(t, envs[0], file, second.name)}
 	owner = groupSpread(t, "every pipeline to stream on one replica of three again", back, envs)
-	t.Logf("owners at the end: %v", owner)
+	moved := 0
+	for _, o := range owner {
+		if o != back[0].name {
+			moved++
+		}
+	}
+	if !strings.Contains(back[0].p.Log(), `"msg":"pipelines released"`) {
+		t.Errorf("replica %s handed %d pipelines to the replicas started again without releasing them:\n%s", back[0].name, moved, back[0].p.Log())
+	}
+	t.Logf("FIGURES scale_out_1_to_3_moved=%d of %d", moved, len(envs))
 	rolledBack := wait()
 	close(stop)
 	if n, samples := twice(); n > 0 || samples == 0 {
