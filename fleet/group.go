@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -150,6 +151,14 @@ func groupOpts(plans []plan) []kgo.Opt {
 // the group's runner; nil and the exit code when the file is refused
 // (2: another file's group) or Kafka cannot be reached (1).
 func (f *fleet) joinGroup(c Command, data []byte, plans []plan, group string) (*groupRun, int) {
+	given := ""
+	if fl := c.Flags.Lookup(instanceFlag); fl != nil {
+		given = fl.Value.String()
+	}
+	if strings.ContainsFunc(given, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		fmt.Fprintf(c.Stderr, "walrelay: --fleet-instance %q: want a name without spaces, e.g. the pod's name\n", given)
+		return nil, exitConfig
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := prepareTopic(ctx, groupOpts(plans), f.log, group, len(plans), fingerprint(data))
@@ -161,10 +170,6 @@ func (f *fleet) joinGroup(c Command, data []byte, plans []plan, group string) (*
 	if err != nil {
 		f.log.Error("cannot prepare the group's coordination topic", zap.Error(err))
 		return nil, exitRuntime
-	}
-	given := ""
-	if fl := c.Flags.Lookup(instanceFlag); fl != nil {
-		given = fl.Value.String()
 	}
 	g := &groupRun{name: group, instance: instanceName(given), log: f.log, shutdown: f.shutdown, version: c.Version,
 		plans: map[*member]plan{}, running: map[*member]*runningPipeline{}}

@@ -286,7 +286,8 @@ func TestFleetGroupSharesPipelines(t *testing.T) {
 
 // TestFleetGroupRefusesAnotherFile: a replica whose file differs from the
 // group's (another pipeline count, or the same count with other
-// settings) is refused at the start: exit 2, with the fix.
+// settings) is refused at the start: exit 2, with the fix; so is a
+// replica's name with a space (walrelay status prints it in a column).
 func TestFleetGroupRefusesAnotherFile(t *testing.T) {
 	t.Parallel()
 	file, envs, vars := groupBed(t)
@@ -307,6 +308,9 @@ func TestFleetGroupRefusesAnotherFile(t *testing.T) {
 		if code != 2 || !strings.Contains(out, tc.want) || !strings.Contains(out, "kafka-topics.sh --delete --topic walrelay-fleet-"+vars["GROUP"]) {
 			t.Errorf("%s: exit code %d, want 2 with %q and the fix:\n%s", tc.name, code, tc.want, out)
 		}
+	}
+	if code, out := e2etest.RunFor(t, time.Minute, nil, "run", "--config", file, "--fleet-instance", "r 2"); code != 2 || !strings.Contains(out, `--fleet-instance "r 2": want a name without spaces`) {
+		t.Errorf("--fleet-instance with a space: exit code %d, want 2 and the fix:\n%s", code, out)
 	}
 	if owned := (&replica{name: "r1", p: first.p}).owned(t); len(owned) != len(groupPipelines) {
 		t.Errorf("the first replica runs %v after the refusals, want all %d", owned, len(groupPipelines))
