@@ -252,19 +252,28 @@ func TestFleetGroupSharesPipelines(t *testing.T) {
 	groupSpread(t, "every pipeline to stream on the last replica", live[1:], envs)
 	t.Logf("FIGURES sigterm_to_streaming_elsewhere_s=%.1f", time.Since(termed).Seconds())
 
-	// Both again.
-	back := []*replica{live[1], startReplica(t, envs[0], file, victim.name), startReplica(t, envs[0], file, second.name)}
-	owner = groupSpread(t, "every pipeline to stream on one replica of three again", back, envs)
-	moved := 0
-	for _, o := range owner {
-		if o != back[0].name {
-			moved++
+	// Both again, one after the other: a scale-out from 1 to 2, then from
+	// 2 to 3 replicas; count the pipelines each moves.
+	back := live[1:]
+	owner = map[string]string{}
+	for _, e := range envs {
+		owner[e.name] = back[0].name
+	}
+	for _, name := range []string{victim.name, second.name} {
+		back = append(back, startReplica(t, envs[0], file, name))
+		now := groupSpread(t, fmt.Sprintf("every pipeline to stream on one replica of %d", len(back)), back, envs)
+		moved := 0
+		for p, o := range now {
+			if o != owner[p] {
+				moved++
+			}
 		}
+		t.Logf("FIGURES scale_out_%d_to_%d_moved=%d of %d", len(back)-1, len(back), moved, len(envs))
+		owner = now
 	}
-	if !strings.Contains(back[0].p.Log(), `"msg":"pipelines released"`) {
-		t.Errorf("replica %s handed %d pipelines to the replicas started again without releasing them:\n%s", back[0].name, moved, back[0].p.Log())
+	if n := strings.Count(back[0].p.Log(), `"msg":"pipelines released"`); n < 2 {
+		t.Errorf("replica %s released pipelines %d times, want 2 at least (once per scale-out):\n%s", back[0].name, n, back[0].p.Log())
 	}
-	t.Logf("FIGURES scale_out_1_to_3_moved=%d of %d", moved, len(envs))
 	rolledBack := wait()
 	close(stop)
 	if n, samples := twice(); n > 0 || samples == 0 {
