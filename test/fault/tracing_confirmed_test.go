@@ -3,7 +3,6 @@ package fault
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,42 +25,9 @@ import (
 // position pg_replication_slots'. The events not confirmed before the kill
 // are sent again by the next process and must have a span too.
 func TestTracingKill9ConfirmedHaveSpans(t *testing.T) {
-	col := testbed.StartCollector(t)
-	e := harness.NewEnv(t, relayBin)
-	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN tracingspancontext text`)
 	const service = "walrelay-fault-confirmed"
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+col.HTTP)
-	t.Setenv("OTEL_SERVICE_NAME", service)
-	relay := e.StartRelay(t)
-	relay.WaitStreaming()
-
-	ctx := context.Background()
-	conn := harness.Connect(t, e.DSN)
-	defer conn.Close(ctx)
-	var order []string                  // event ids in commit order
-	trace := map[string]string{}        // event id -> its writer's trace id
-	upper := map[string]pglogrepl.LSN{} // event id -> a position at or past its commit's end
-	write := func() {
-		t.Helper()
-		id := harness.NewUUID()
-		tr := strings.ReplaceAll(harness.NewUUID(), "-", "")
-		sp := strings.ReplaceAll(harness.NewUUID(), "-", "")[:16]
-		k := len(order)
-		if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tracingspancontext)
-			VALUES ($1, $2, $3, 'Changed', '{}'::jsonb, $4)`, id, e.AggType(k), fmt.Sprintf("agg-%d", k%20), "traceparent=00-"+tr+"-"+sp+"-01"); err != nil {
-			t.Fatal(err)
-		}
-		var lsn string
-		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
-			t.Fatal(err)
-		}
-		at, err := pglogrepl.ParseLSN(lsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trace[id], upper[id] = tr, at
-		order = append(order, id)
-	}
+	col, e, relay := tracedRelay(t, service)
+	w := newTracedWriter(t, e)
 
 	// A steady stream of single-event transactions; walrelay is killed
 	// while it relays them, once the slot is confirmed past the 100th of
@@ -70,70 +36,38 @@ func TestTracingKill9ConfirmedHaveSpans(t *testing.T) {
 	var confirmed pglogrepl.LSN
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		for range 5 {
-			write()
-		}
+		w.write(5)
 		if relay.Exited() {
 			t.Fatalf("walrelay exited: %v", relay.Err())
 		}
 		confirmed = e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
-		if len(order) >= 300 && confirmed >= upper[order[99]] {
+		if len(w.order) >= 300 && confirmed >= w.upper[w.order[99]] {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the slot was not confirmed past the 100th event within 3 minutes (confirmed %s, %d events written)", confirmed, len(order))
+			t.Fatalf("the slot was not confirmed past the 100th event within 3 minutes (confirmed %s, %d events written)", confirmed, len(w.order))
 		}
 	}
 	relay.Kill()
 	var atKill []string // events confirmed before the kill
-	for _, id := range order {
-		if upper[id] <= confirmed {
+	for _, id := range w.order {
+		if w.upper[id] <= confirmed {
 			atKill = append(atKill, id)
 		}
 	}
 	relay = e.StartRelay(t)
 	relay.WaitStreaming()
-	for range 20 {
-		write()
-	}
-	last := upper[order[len(order)-1]]
-	harness.WaitFor(t, 3*time.Minute, "the slot to be confirmed past the last event", func() bool {
-		if relay.Exited() {
-			t.Fatalf("walrelay exited: %v", relay.Err())
-		}
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= last
-	})
+	last := w.write(20)
+	waitConfirmed(t, e, relay, last, "the slot to be confirmed past the last event")
 
 	// Nothing lost: every event read back to the end offsets.
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	recs, _, err := testbed.ReadToEnd(rctx, e.Bed.Brokers(), e.Topics(), testbed.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	offsets := map[string]map[string]bool{} // event id -> "topic/partition/offset" of its records
-	for _, r := range recs {
-		id, _ := harness.Header(r, "id")
-		if offsets[id] == nil {
-			offsets[id] = map[string]bool{}
-		}
-		offsets[id][fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)] = true
-	}
-	lost := 0
-	for _, id := range order {
-		if offsets[id] == nil {
-			lost++
-		}
-	}
-	if lost > 0 {
-		t.Fatalf("%d of %d events lost", lost, len(order))
-	}
+	offsets := recordsOf(t, e, w.order)
 
 	// ended reports whether s is an ended db-log-write span of its event,
 	// in the writer's trace, acknowledged at one of the event's records.
 	ended := func(s testbed.Span) bool {
 		id := s.Attributes["messaging.message.id"]
-		return s.Service == service && s.Name == "db-log-write" && s.TraceID == trace[id] && s.StatusCode != 2 &&
+		return s.Service == service && s.Name == "db-log-write" && s.TraceID == w.trace[id] && s.StatusCode != 2 &&
 			!s.End.IsZero() && !s.End.Before(s.Start) &&
 			offsets[id][fmt.Sprintf("%s/%s/%s", s.Attributes["messaging.destination.name"],
 				s.Attributes["messaging.destination.partition.id"], s.Attributes["messaging.kafka.offset"])]
@@ -155,7 +89,7 @@ func TestTracingKill9ConfirmedHaveSpans(t *testing.T) {
 	// come after everything the killed one exported.
 	spans := col.WaitSpans(t, 2*time.Minute, func(spans []testbed.Span) bool {
 		ok := withSpan(spans)
-		for _, id := range order {
+		for _, id := range w.order {
 			if !isConfirmed[id] && !ok[id] {
 				return false
 			}
@@ -170,11 +104,11 @@ func TestTracingKill9ConfirmedHaveSpans(t *testing.T) {
 		}
 	}
 	t.Logf("FIGURES events=%d confirmed_before_kill=%d (slot at %s) confirmed_without_span=%d spans=%d",
-		len(order), len(atKill), confirmed, len(missing), len(spans))
+		len(w.order), len(atKill), confirmed, len(missing), len(spans))
 	if len(missing) > 0 {
 		first := missing[0]
 		t.Fatalf("%d of %d events confirmed before the kill (slot at %s) have no ended db-log-write span in the Collector's output; the first: %s (committed by %s)",
-			len(missing), len(atKill), confirmed, first, upper[first])
+			len(missing), len(atKill), confirmed, first, w.upper[first])
 	}
 }
 
@@ -184,57 +118,20 @@ func TestTracingKill9ConfirmedHaveSpans(t *testing.T) {
 // passes at the drain, not a round later): started again, walrelay sends
 // no event twice, and every event has an acknowledged span.
 func TestTracingGracefulStopResendsNothing(t *testing.T) {
-	col := testbed.StartCollector(t)
-	e := harness.NewEnv(t, relayBin)
-	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN tracingspancontext text`)
 	const service = "walrelay-fault-graceful"
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+col.HTTP)
-	t.Setenv("OTEL_SERVICE_NAME", service)
-	relay := e.StartRelay(t)
-	relay.WaitStreaming()
+	col, e, relay := tracedRelay(t, service)
+	w := newTracedWriter(t, e)
+	w.write(300)
 
-	ctx := context.Background()
-	conn := harness.Connect(t, e.DSN)
-	defer conn.Close(ctx)
-	var order []string
-	write := func() pglogrepl.LSN {
-		t.Helper()
-		id := harness.NewUUID()
-		tr := strings.ReplaceAll(harness.NewUUID(), "-", "")
-		sp := strings.ReplaceAll(harness.NewUUID(), "-", "")[:16]
-		k := len(order)
-		if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tracingspancontext)
-			VALUES ($1, $2, $3, 'Changed', '{}'::jsonb, $4)`, id, e.AggType(k), fmt.Sprintf("agg-%d", k%20), "traceparent=00-"+tr+"-"+sp+"-01"); err != nil {
-			t.Fatal(err)
-		}
-		order = append(order, id)
-		var lsn string
-		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
-			t.Fatal(err)
-		}
-		at, err := pglogrepl.ParseLSN(lsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return at
-	}
-	for range 300 {
-		write()
-	}
 	// N.B. at once, while the last events are acknowledged.
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Fatalf("walrelay exited %d on SIGTERM, want 0", code)
 	}
 	relay = e.StartRelay(t)
 	relay.WaitStreaming()
-	last := write()
-	harness.WaitFor(t, 3*time.Minute, "the slot to be confirmed past the last event", func() bool {
-		if relay.Exited() {
-			t.Fatalf("walrelay exited: %v", relay.Err())
-		}
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= last
-	})
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	last := w.write(1)
+	waitConfirmed(t, e, relay, last, "the slot to be confirmed past the last event")
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	recs, _, err := testbed.ReadToEnd(rctx, e.Bed.Brokers(), e.Topics(), testbed.ReadOptions{})
 	if err != nil {
@@ -246,7 +143,7 @@ func TestTracingGracefulStopResendsNothing(t *testing.T) {
 		copies[id]++
 	}
 	lost, dup := 0, 0
-	for _, id := range order {
+	for _, id := range w.order {
 		switch {
 		case copies[id] == 0:
 			lost++
@@ -254,9 +151,9 @@ func TestTracingGracefulStopResendsNothing(t *testing.T) {
 			dup += copies[id] - 1
 		}
 	}
-	t.Logf("FIGURES events=%d lost=%d sent_again_after_the_graceful_stop=%d", len(order), lost, dup)
+	t.Logf("FIGURES events=%d lost=%d sent_again_after_the_graceful_stop=%d", len(w.order), lost, dup)
 	if lost > 0 || dup > 0 {
-		t.Fatalf("%d of %d events lost, %d sent again after a graceful stop; want 0 and 0", lost, len(order), dup)
+		t.Fatalf("%d of %d events lost, %d sent again after a graceful stop; want 0 and 0", lost, len(w.order), dup)
 	}
 	col.WaitSpans(t, 2*time.Minute, func(spans []testbed.Span) bool {
 		acked := map[string]bool{}
@@ -265,7 +162,7 @@ func TestTracingGracefulStopResendsNothing(t *testing.T) {
 				acked[s.Attributes["messaging.message.id"]] = true
 			}
 		}
-		for _, id := range order {
+		for _, id := range w.order {
 			if !acked[id] {
 				return false
 			}

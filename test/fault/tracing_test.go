@@ -1,13 +1,10 @@
 package fault
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -26,84 +23,37 @@ import (
 // confirmed position).
 func TestTracingKill9KafkaRestart(t *testing.T) {
 	testbed.Disrupt(t)
-	col := testbed.StartCollector(t)
-	e := harness.NewEnv(t, relayBin)
-	e.Bed.Exec(t, e.DSN, `ALTER TABLE outbox ADD COLUMN tracingspancontext text`)
 	const service = "walrelay-fault"
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+col.HTTP)
-	t.Setenv("OTEL_SERVICE_NAME", service)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-	relay := e.StartRelay(t)
-	relay.WaitStreaming()
-
-	ctx := context.Background()
-	conn := harness.Connect(t, e.DSN)
-	defer conn.Close(ctx)
-	trace := map[string]string{} // event id -> its writer's trace id
-	var order []string           // event ids in commit order
-	write := func(n int) {
-		t.Helper()
-		for range n {
-			id := harness.NewUUID()
-			tr := strings.ReplaceAll(harness.NewUUID(), "-", "")
-			sp := strings.ReplaceAll(harness.NewUUID(), "-", "")[:16]
-			k := len(order)
-			if _, err := conn.Exec(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tracingspancontext)
-				VALUES ($1, $2, $3, 'Changed', '{}'::jsonb, $4)`, id, e.AggType(k), fmt.Sprintf("agg-%d", k%20), "traceparent=00-"+tr+"-"+sp+"-01"); err != nil {
-				t.Fatal(err)
-			}
-			trace[id] = tr
-			order = append(order, id)
-		}
-	}
+	col, e, relay := tracedRelay(t, service, "OTEL_BSP_SCHEDULE_DELAY=100")
+	w := newTracedWriter(t, e)
+	trace := w.trace
 	confirmed := func(what string) {
 		t.Helper()
-		after := e.Bed.CurrentWALLSN(t, e.DSN)
-		harness.WaitFor(t, 3*time.Minute, what, func() bool {
-			if relay.Exited() {
-				t.Fatalf("walrelay exited")
-			}
-			return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
-		})
+		waitConfirmed(t, e, relay, e.Bed.CurrentWALLSN(t, e.DSN), what)
 	}
 
-	write(100)
+	w.write(100)
 	confirmed("the slot to be confirmed past the first events")
 	// kill -9 while it relays the next ones.
-	write(100)
+	w.write(100)
 	relay.Kill()
-	beforeKill := len(order)
+	beforeKill := len(w.order)
 	relay = e.StartRelay(t)
 	relay.WaitStreaming()
-	write(100)
+	w.write(100)
 	// Kafka restarted while events are written.
 	e.Bed.StopKafka(t)
-	write(100)
+	w.write(100)
 	e.Bed.StartKafka(t)
-	write(100)
+	w.write(100)
 	confirmed("the slot to be confirmed past the last event")
+	order := w.order
 	if relay.Exited() {
 		t.Fatalf("walrelay exited: %v", relay.Err())
 	}
 
 	// Nothing lost: every event read back.
-	offsets := map[string]map[string]bool{} // event id -> "partition/offset" of its records
-	for _, r := range e.Bed.ConsumeAll(t, e.Topics(), time.Second) {
-		id, _ := harness.Header(r, "id")
-		if offsets[id] == nil {
-			offsets[id] = map[string]bool{}
-		}
-		offsets[id][fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)] = true
-	}
-	lost := 0
-	for _, id := range order {
-		if offsets[id] == nil {
-			lost++
-		}
-	}
-	if lost > 0 {
-		t.Fatalf("%d of %d events lost", lost, len(order))
-	}
+	offsets := recordsOf(t, e, order)
 
 	acked := func(s testbed.Span) bool {
 		id := s.Attributes["messaging.message.id"]
@@ -196,8 +146,8 @@ func TestTracingKill9KafkaRestart(t *testing.T) {
 	for _, o := range offsets {
 		dup += len(o) - 1
 	}
-	t.Logf("FIGURES events=%d lost=%d duplicates=%d spans=%d resent_marked=%d replayed_marked=%d acknowledged_before_kill_without_span=%d (of %d written before the kill)",
-		len(order), lost, dup, total, resent, replayed, missingBefore, beforeKill)
+	t.Logf("FIGURES events=%d lost=0 duplicates=%d spans=%d resent_marked=%d replayed_marked=%d acknowledged_before_kill_without_span=%d (of %d written before the kill)",
+		len(order), dup, total, resent, replayed, missingBefore, beforeKill)
 	if missingBefore > 0 {
 		t.Errorf("%d of the %d events written before the kill have no acknowledged span", missingBefore, beforeKill)
 	}
