@@ -176,10 +176,17 @@ func (t *Tool) publish(ctx context.Context, pub *kgo.Client, letters []Letter, s
 			if n == pause && !t.cfg.ExactlyOnce {
 				// The tests' kill -9 midway (test/e2e/park_test.go): the
 				// records so far are in Kafka, the release is not.
-				if err := pub.Flush(ctx); err == nil {
-					fmt.Fprintf(t.out, "redrive paused after %d records (WALRELAY_TEST_REDRIVE_PAUSE_AFTER)\n", n)
-					<-ctx.Done()
+				// N.B. only once they are acknowledged: a record Kafka
+				// refused is an error here as below.
+				var errs error
+				for range n {
+					errs = errors.Join(errs, <-done)
 				}
+				if errs != nil {
+					return fmt.Errorf("re-publish (nothing is released or recorded on the state topic; run redrive again once the cause is fixed): %w", errs)
+				}
+				fmt.Fprintf(t.out, "redrive paused after %d records (WALRELAY_TEST_REDRIVE_PAUSE_AFTER)\n", n)
+				<-ctx.Done()
 				return ctx.Err()
 			}
 		}

@@ -179,6 +179,25 @@ func (b *parkBed) raiseLimit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("raise max.message.bytes of %s: %v", b.topic, err)
 	}
+	// N.B. the broker applies a topic's new configuration from the
+	// metadata log a moment later; a record produced before that is still
+	// refused as too large.
+	harness.WaitFor(t, time.Minute, "the broker to apply max.message.bytes 1048588 to "+b.topic, func() bool {
+		rcs, err := adm.DescribeTopicConfigs(context.Background(), b.topic)
+		if err != nil {
+			return false
+		}
+		rc, err := rcs.On(b.topic, nil)
+		if err != nil || rc.Err != nil {
+			return false
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" {
+				return c.MaybeValue() == "1048588"
+			}
+		}
+		return false
+	})
 }
 
 // TestParkRedrive: aggregate K gets an event over its topic's
