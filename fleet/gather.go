@@ -29,8 +29,7 @@ func (g gatherer) Gather() ([]*dto.MetricFamily, error) {
 	byName := map[string]*dto.MetricFamily{}
 	var errs []error
 	for i, m := range g.members {
-		_, mets := m.live()
-		fams, err := mets.Registry.Gather()
+		fams, err := m.metrics.Registry.Gather()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gather pipeline %s: %w", m.name, err))
 		}
