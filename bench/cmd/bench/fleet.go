@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -72,7 +73,9 @@ type FleetRun struct {
 	Limit     string       `json:"limit,omitempty"` // why fewer than requested
 	Backlog   int          `json:"drain_backlog_per_pipeline"`
 	Phases    []FleetPhase `json:"phases"`
-	Drains    []FleetDrain `json:"drains"`
+	// HeapProfile is the N idle pipelines' heap profile (go tool pprof).
+	HeapProfile string       `json:"heap_profile,omitempty"`
+	Drains      []FleetDrain `json:"drains"`
 	// PerIdlePipelineMiB: (N idle − 1 idle) / (N − 1).
 	PerIdlePipelineMiB float64 `json:"rss_per_idle_pipeline_mib"`
 	DrainRatio         float64 `json:"drain_ratio_walrelay_to_pg_recvlogical"`
@@ -186,7 +189,7 @@ func (b *bench) fleetCap(ctx context.Context, want int) (int, string, error) {
 	if c := senders - 2; c < n {
 		n, why = c, append(why, fmt.Sprintf("max_wal_senders %d", senders))
 	}
-	if c := (conns - usedConns - 10) / 4; c < n {
+	if c := (conns - usedConns - 20) / 4; c < n {
 		n, why = c, append(why, fmt.Sprintf("max_connections %d (%d in use; 4 a pipeline: walrelay's 3 and a writer)", conns, usedConns))
 	}
 	if n < 2 {
@@ -204,7 +207,7 @@ func (b *bench) fleetFile(dsns, slots []string, tag string) (string, string, err
 	dir := b.logDir("fleet-" + tag)
 	addr := freeAddr()
 	var f strings.Builder
-	fmt.Fprintf(&f, "brokers: %s\nhttp-addr: %s\nlog-level: %s\n", strings.Join(b.env.Brokers, ","), addr, b.cfg.logLevel)
+	fmt.Fprintf(&f, "brokers: %s\nhttp-addr: %s\nhttp-pprof: true\nlog-level: %s\n", strings.Join(b.env.Brokers, ","), addr, b.cfg.logLevel)
 	fmt.Fprintf(&f, "defaults:\n  table: public.outbox\n  header-columns: type:eventType\n  topic: \"wrfleet.${aggregatetype}\"\n  status-interval: %s\n", b.cfg.status)
 	f.WriteString("pipelines:\n")
 	for i := range dsns {
@@ -269,6 +272,9 @@ func (b *bench) fleetPhases(ctx context.Context, dsns, slots []string, typ strin
 	logf("fleet: %d pipelines idle: RSS %.1f MiB (anon %.1f), %.3f cores, ready after %.1f s, %.1f connections a pipeline",
 		len(dsns), idle.RSSMiB, idle.AnonMiB, idle.CPUCores, idle.ReadyS, idle.PGConnsPerPipeline)
 	out := []FleetPhase{idle}
+	if len(dsns) > 1 {
+		b.fleetHeap(ctx, addr)
+	}
 	if !load {
 		return out, ready, nil
 	}
@@ -329,6 +335,32 @@ func (b *bench) fleetWindow(ctx context.Context, p *proc.Proc, ph FleetPhase, wi
 		ph.Error = "walrelay exited: " + p.Tail(5)
 	}
 	return ph
+}
+
+// fleetHeap saves the idle fleet's heap profile next to the results
+// (DATE-HOST-fleet-heap.pprof): where each pipeline's memory goes.
+func (b *bench) fleetHeap(ctx context.Context, addr string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		logf("fleet: heap profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		logf("fleet: heap profile: %s %v", resp.Status, err)
+		return
+	}
+	path := b.base + "-fleet-heap.pprof"
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		logf("fleet: heap profile: %v", err)
+		return
+	}
+	b.res.Fleet.HeapProfile = filepath.Base(path)
 }
 
 // fleetConns is walrelay's connections to the fleet's databases per
