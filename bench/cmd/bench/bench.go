@@ -160,6 +160,11 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() == nil && b.cfg.runs("fleet") {
+		if err := b.runFleet(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ctx.Err() == nil && b.cfg.runs("w2") {
 		if err := b.runW2(ctx); err != nil {
 			errs = append(errs, err)

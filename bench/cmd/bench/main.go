@@ -57,8 +57,12 @@ type config struct {
 	crashKills int
 	// startup workload
 	startupRounds int
-	keepLogs      bool
-	logLevel      string
+	// fleet workload
+	fleetPipelines int
+	fleetDrain     int
+	fleetBacklog   int
+	keepLogs       bool
+	logLevel       string
 }
 
 func envOr(name, def string) string {
@@ -77,7 +81,7 @@ func parseConfig() (*config, error) {
 	aggs := fs.String("aggregates", envOr("BENCH_AGGREGATES", "10000"), "distinct aggregate ids (BENCH_AGGREGATES)")
 	fill := fs.String("fill-conns", envOr("BENCH_FILL_CONNS", "2"), "connections committing the W1 backlog (BENCH_FILL_CONNS)")
 	relays := fs.String("relays", envOr("BENCH_RELAYS", strings.Join([]string{relayRecv, relayNull, relayWalrelay, relayDebezium}, ",")), "relays to run, in order (BENCH_RELAYS)")
-	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2,crash,startup,inbox,tracing"), "workloads: startup (walrelay's start to streaming and to the first record in Kafka), w1 (single-row backlog), w1batch (large transactions), w2 (latency), crash (kill -9 at a steady rate, default settings: duplicates per crash), newtopic (first records on new topics; not in the default), wmsg (rows vs logical decoding messages: WAL per event, drain rate; not in the default), inbox (package inbox's consumer: records/s over 6 partitions, duplicates after a kill -9), tracing (OpenTelemetry spans to a real Collector: a drain and a latency run per tracing setting, side by side) (BENCH_WORKLOADS)")
+	workloads := fs.String("workloads", envOr("BENCH_WORKLOADS", "w1,w1batch,w2,crash,startup,inbox,tracing,fleet"), "workloads: startup (walrelay's start to streaming and to the first record in Kafka), w1 (single-row backlog), w1batch (large transactions), w2 (latency), crash (kill -9 at a steady rate, default settings: duplicates per crash), newtopic (first records on new topics; not in the default), wmsg (rows vs logical decoding messages: WAL per event, drain rate; not in the default), inbox (package inbox's consumer: records/s over 6 partitions, duplicates after a kill -9), tracing (OpenTelemetry spans to a real Collector: a drain and a latency run per tracing setting, side by side), fleet (walrelay --config with many pipelines, one database each: RSS and CPU idle and at 100 events/s each, and drains at once against as many pg_recvlogical) (BENCH_WORKLOADS)")
 	rates := fs.String("w2-rates", envOr("BENCH_W2_RATES", "1000,5000"), "W2: events per second (BENCH_W2_RATES)")
 	w2d := fs.String("w2-duration", envOr("BENCH_W2_DURATION", "60s"), "W2: how long each rate is written (BENCH_W2_DURATION)")
 	w2w := fs.String("w2-warmup", envOr("BENCH_W2_WARMUP", "30s"), "W2: unmeasured writing before the first rate (BENCH_W2_WARMUP)")
@@ -95,6 +99,9 @@ func parseConfig() (*config, error) {
 	crashEvery := fs.String("crash-every", envOr("BENCH_CRASH_EVERY", "15s"), "crash: streaming time between two kills (BENCH_CRASH_EVERY)")
 	crashKills := fs.String("crash-kills", envOr("BENCH_CRASH_KILLS", "3"), "crash: kills per relay (BENCH_CRASH_KILLS)")
 	startupRounds := fs.String("startup-rounds", envOr("BENCH_STARTUP_ROUNDS", "5"), "startup: measured starts of each kind (BENCH_STARTUP_ROUNDS)")
+	fleetPipes := fs.String("fleet-pipelines", envOr("BENCH_FLEET_PIPELINES", "100"), "fleet: pipelines (databases) in one walrelay --config, capped at what the bed's PostgreSQL takes (BENCH_FLEET_PIPELINES)")
+	fleetDrain := fs.String("fleet-drain", envOr("BENCH_FLEET_DRAIN", "10"), "fleet: pipelines draining a backlog at once, against as many pg_recvlogical (BENCH_FLEET_DRAIN)")
+	fleetBacklog := fs.String("fleet-backlog", envOr("BENCH_FLEET_BACKLOG", "50000"), "fleet: single-row transactions in each draining pipeline's backlog (BENCH_FLEET_BACKLOG)")
 	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")
 	fs.StringVar(&c.logLevel, "walrelay-log-level", envOr("BENCH_WALRELAY_LOG_LEVEL", "info"), "walrelay --log-level; debug logs every confirmation (BENCH_WALRELAY_LOG_LEVEL)")
 	fs.BoolVar(&c.keepLogs, "keep-logs", envOr("BENCH_KEEP_LOGS", "") != "", "keep the relays' logs after a successful run (BENCH_KEEP_LOGS=1)")
@@ -126,6 +133,9 @@ func parseConfig() (*config, error) {
 	c.crashRate = atoi("crash-rate", *crashRate, 1)
 	c.crashKills = atoi("crash-kills", *crashKills, 1)
 	c.startupRounds = atoi("startup-rounds", *startupRounds, 1)
+	c.fleetPipelines = atoi("fleet-pipelines", *fleetPipes, 2)
+	c.fleetDrain = atoi("fleet-drain", *fleetDrain, 1)
+	c.fleetBacklog = atoi("fleet-backlog", *fleetBacklog, 1)
 	c.crashEvery = dur("crash-every", *crashEvery)
 	c.w2Duration = dur("w2-duration", *w2d)
 	c.w2Warmup = dur("w2-warmup", *w2w)
@@ -147,11 +157,11 @@ func parseConfig() (*config, error) {
 	}
 	for _, w := range strings.Split(*workloads, ",") {
 		switch w = strings.TrimSpace(w); w {
-		case "w1", "w1batch", "w2", "newtopic", "wmsg", "crash", "startup", "inbox", "tracing":
+		case "w1", "w1batch", "w2", "newtopic", "wmsg", "crash", "startup", "inbox", "tracing", "fleet":
 			c.workloads = append(c.workloads, w)
 		case "":
 		default:
-			errs = append(errs, fmt.Sprintf("-workloads: unknown workload %q (want w1, w1batch, w2, newtopic, wmsg, crash, startup, inbox, tracing)", w))
+			errs = append(errs, fmt.Sprintf("-workloads: unknown workload %q (want w1, w1batch, w2, newtopic, wmsg, crash, startup, inbox, tracing, fleet)", w))
 		}
 	}
 	for _, r := range strings.Split(*rates, ",") {

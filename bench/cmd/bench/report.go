@@ -121,6 +121,7 @@ func markdown(res *Results) string {
 	b.WriteString(walMessagesTable(res))
 	b.WriteString(inboxTable(res))
 	b.WriteString(tracingTable(res))
+	b.WriteString(fleetTable(res))
 	b.WriteString(targets(res))
 	if len(res.Errors) > 0 {
 		b.WriteString("\n### Errors\n\n")

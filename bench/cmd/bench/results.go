@@ -23,7 +23,9 @@ type Results struct {
 	Startups []Startup `json:"startup,omitempty"`
 	// Tracing is the tracing workload (tracing.go).
 	Tracing []TracingRun `json:"tracing,omitempty"`
-	Errors  []string     `json:"errors,omitempty"`
+	// Fleet is the fleet workload (fleet.go).
+	Fleet  *FleetRun `json:"fleet,omitempty"`
+	Errors []string  `json:"errors,omitempty"`
 
 	// inflightBytes is the walrelay binary's default --max-inflight-bytes
 	// (its run -h), the bound the report checks the peak RSS against.
