@@ -11,14 +11,8 @@ const (
 // newTraceContexts registers walrelay_trace_contexts_total on reg, both
 // outcomes shown from the start.
 func newTraceContexts(reg *prometheus.Registry) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "walrelay_trace_contexts_total",
-		Help: "Events with a trace-context column value (--trace-context-column), by outcome: valid (its traceparent carried into the record), malformed (relayed without a parent: the writer's value is not a traceparent or a java.util.Properties text holding one).",
-	}, []string{"outcome"})
-	reg.MustRegister(c)
-	c.WithLabelValues(TraceContextValid)
-	c.WithLabelValues(TraceContextMalformed)
-	return c
+	return newOutcomes(reg, "walrelay_trace_contexts_total", "Events with a trace-context column value (--trace-context-column), by outcome: valid (its traceparent carried into the record), malformed (relayed without a parent: the writer's value is not a traceparent or a java.util.Properties text holding one).",
+		TraceContextValid, TraceContextMalformed)
 }
 
 // Outcomes of the span exports walrelay waits for before it confirms a
@@ -31,12 +25,17 @@ const (
 // newTraceFlushes registers walrelay_trace_flushes_total on reg, both
 // outcomes shown from the start.
 func newTraceFlushes(reg *prometheus.Registry) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "walrelay_trace_flushes_total",
-		Help: "Exports of spans walrelay waits for before it confirms a position to PostgreSQL (only when exporting spans), by outcome: exported, gave_up (failed or took over 1 s: the position was confirmed anyway, and a crash before those spans are exported loses them).",
-	}, []string{"outcome"})
+	return newOutcomes(reg, "walrelay_trace_flushes_total", "Exports of spans walrelay waits for before it confirms a position to PostgreSQL (only when exporting spans), by outcome: exported, gave_up (failed or took over 1 s: the position was confirmed anyway, and a crash before those spans are exported loses them).",
+		TraceFlushExported, TraceFlushGaveUp)
+}
+
+// newOutcomes registers counter name by label outcome on reg, each of
+// outcomes shown (at 0) from the start.
+func newOutcomes(reg *prometheus.Registry, name, help string, outcomes ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"outcome"})
 	reg.MustRegister(c)
-	c.WithLabelValues(TraceFlushExported)
-	c.WithLabelValues(TraceFlushGaveUp)
+	for _, o := range outcomes {
+		c.WithLabelValues(o)
+	}
 	return c
 }
