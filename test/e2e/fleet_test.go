@@ -210,6 +210,11 @@ func readBack(t *testing.T, e *fleetEnv, rolledBack map[string]bool, dupsAllowed
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end
 	})
 	rows := e.CommittedRows(t)
+	// N.B. the consumer first sees as many records as rows were committed:
+	// a make test found ToEnd's listing of end offsets empty for two of
+	// three pipelines whose 303 and 304 events Kafka had acknowledged
+	// (records=0, lost=303), a reader's miss, not a relay's.
+	e.c.WaitFor(len(rows), 2*time.Minute)
 	return len(rows), e2etest.CheckRecords(t, e.Env, e.c.ToEnd(), rows, rolledBack, 3, dupsAllowed)
 }
 
