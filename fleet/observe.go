@@ -31,8 +31,9 @@ func (f *fleet) Healthy() (bool, string) {
 	return true, ""
 }
 
-// Ready reports whether every pipeline streams (/readyz); if not, it
-// names each one that does not, one a line, with why.
+// Ready reports whether every pipeline this replica runs streams
+// (/readyz); if not, it names each one that does not, one a line, with
+// why. /readyz/NAME is one pipeline's (readyz.go).
 func (f *fleet) Ready() (bool, string) {
 	var bad []string
 	if f.group != nil && !f.group.joined.Load() {
@@ -42,13 +43,8 @@ func (f *fleet) Ready() (bool, string) {
 		if !m.here() {
 			continue
 		}
-		if s := m.stopped.Load(); s != nil {
-			bad = append(bad, m.name+": stopped: "+*s)
-			continue
-		}
-		relay, _ := m.live()
-		if ok, why := relay.Ready(); !ok {
-			bad = append(bad, m.name+": "+why)
+		if ok, why := f.readyPipeline(m); !ok {
+			bad = append(bad, strings.TrimPrefix(why, "not ready: "))
 		}
 	}
 	if len(bad) > 0 {

@@ -150,7 +150,8 @@ func Main(c Command) int {
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
 	if hc.Addr != "" {
-		hc.Routes = map[string]http.Handler{"/pipelines": http.HandlerFunc(f.servePipelines), "/{$}": http.HandlerFunc(f.servePage)}
+		hc.Routes = map[string]http.Handler{"/pipelines": http.HandlerFunc(f.servePipelines), "/{$}": http.HandlerFunc(f.servePage),
+			readyPipelinePath: http.HandlerFunc(f.serveReadyPipeline)}
 		addr, err := httpserve.Serve(hctx, hc, gatherer{f.members}, f, log)
 		if err != nil {
 			log.Error("cannot serve http", zap.Error(err))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,16 +171,16 @@ func streamedByTwo(t *testing.T, envs []*fleetEnv, stop <-chan struct{}) func() 
 	}
 }
 
-// writeAsync starts writers on each of envs, a transaction every 100 ms
-// each, until the function it returns is called; that one stops them and
-// returns the ids rolled back.
-func writeAsync(t *testing.T, envs []*fleetEnv) func() map[string]bool {
+// writeAsync starts writers on each of envs, two each, a transaction every
+// pause each, until the function it returns is called; that one stops them
+// and returns the ids rolled back.
+func writeAsync(t *testing.T, envs []*fleetEnv, pause time.Duration) func() map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, len(envs))
 	var ws []*harness.Workload
 	for _, e := range envs {
-		w := &harness.Workload{Writers: 2, Aggregates: 20, MaxTxRows: 5, Rollback: 0.1, Pause: 100 * time.Millisecond}
+		w := &harness.Workload{Writers: 2, Aggregates: 20, MaxTxRows: 5, Rollback: 0.1, Pause: pause}
 		w.Prepare(t, e.Env.Env)
 		ws = append(ws, w)
 		go func() { errs <- w.Run(ctx, e.Env.Env) }()
@@ -216,7 +217,7 @@ func TestFleetGroupSharesPipelines(t *testing.T) {
 	stop := make(chan struct{})
 	twice := streamedByTwo(t, envs, stop)
 	owner := groupSpread(t, "every pipeline to stream on one replica of three", rs, envs)
-	wait := writeAsync(t, envs)
+	wait := writeAsync(t, envs, 100*time.Millisecond)
 
 	// kill -9 of the replica that runs the most.
 	count := map[string]int{}
@@ -326,5 +327,142 @@ func TestFleetGroupRefusesAnotherFile(t *testing.T) {
 	}
 	if code := first.p.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// handover is one slot's position where a replica stopped streaming it
+// gracefully (its final status update) or began to (START_REPLICATION),
+// from the replicas' logs.
+type handover struct {
+	at      time.Time
+	replica string
+	stopped bool // false: began
+	lsn     string
+}
+
+// slotLog reads from rs's logs where each slot stopped and began streaming.
+func slotLog(t *testing.T, rs []*replica) map[string][]handover {
+	t.Helper()
+	out := map[string][]handover{}
+	for _, r := range rs {
+		for _, line := range strings.Split(r.p.Log(), "\n") {
+			var l struct {
+				TS, Msg, Slot, LSN string
+			}
+			if json.Unmarshal([]byte(line), &l) != nil || l.Slot == "" || l.Msg != "stopped" && l.Msg != "streaming" {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, l.TS)
+			if err != nil {
+				t.Fatalf("%s's log: ts %q: %v", r.name, l.TS, err)
+			}
+			out[l.Slot] = append(out[l.Slot], handover{at: at, replica: r.name, stopped: l.Msg == "stopped", lsn: l.LSN})
+		}
+	}
+	for _, hs := range out {
+		slices.SortFunc(hs, func(a, b handover) int { return a.at.Compare(b.at) })
+	}
+	return out
+}
+
+// TestFleetGroupHandoverResendsNothing: replicas that join (two at once,
+// then one) and leave (SIGTERM) while writers run on every database hand
+// their pipelines over gracefully: each new owner resumes at the slot
+// position the old one confirmed last (both logged, and the slot's
+// confirmed_flush_lsn from pg_replication_slots at the end is past it),
+// no database ever has two walsenders, and every pipeline's events read
+// back to the end offsets once each: duplicates 0. /readyz/NAME answers
+// 200 on the owner, 503 on the others (with the owner's group), 404 for a
+// name the file lacks.
+func TestFleetGroupHandoverResendsNothing(t *testing.T) {
+	t.Parallel()
+	file, envs, vars := groupBed(t)
+	stop := make(chan struct{})
+	twice := streamedByTwo(t, envs, stop)
+	r1 := startReplica(t, envs[0], file, "r1")
+	owner := groupSpread(t, "every pipeline to stream on r1", []*replica{r1}, envs)
+	wait := writeAsync(t, envs, 10*time.Millisecond)
+	all := []*replica{r1}
+	moved := func(what string, rs []*replica) {
+		t.Helper()
+		now := groupSpread(t, what, rs, envs)
+		n := 0
+		for p, o := range now {
+			if o != owner[p] {
+				n++
+			}
+		}
+		t.Logf("FIGURES %s: moved=%d of %d", what, n, len(envs))
+		owner = now
+	}
+	// Two join at once: the cooperative rebalance revokes from r1 and
+	// assigns while a second join is under way.
+	r2, r3 := startReplica(t, envs[0], file, "r2"), startReplica(t, envs[0], file, "r3")
+	all = append(all, r2, r3)
+	moved("scale-out 1 to 3 (two at once)", []*replica{r1, r2, r3})
+	for _, e := range envs {
+		for _, r := range []*replica{r1, r2, r3} {
+			code, body := r.p.Get("/readyz/" + e.name)
+			switch {
+			case owner[e.name] == r.name && code != 200:
+				t.Errorf("%s /readyz/%s: %d %q, want 200 (it streams there)", r.name, e.name, code, body)
+			case owner[e.name] != r.name && (code != 503 || !strings.Contains(body, "runs on another replica of group "+vars["GROUP"])):
+				t.Errorf("%s /readyz/%s: %d %q, want 503: another replica runs it", r.name, e.name, code, body)
+			}
+		}
+	}
+	if code, body := r1.p.Get("/readyz/nosuch"); code != 404 || !strings.Contains(body, `no pipeline "nosuch"`) {
+		t.Errorf("/readyz/nosuch: %d %q, want 404", code, body)
+	}
+	// One leaves, gracefully; it comes back (a scale-out from 2 to 3).
+	if code := r2.p.Stop(time.Minute); code != 0 {
+		t.Errorf("r2: exit code %d after SIGTERM, want 0", code)
+	}
+	moved("scale-in 3 to 2 (SIGTERM)", []*replica{r1, r3})
+	r2b := startReplica(t, envs[0], file, "r2")
+	all = append(all, r2b)
+	moved("scale-out 2 to 3", []*replica{r1, r2b, r3})
+
+	rolledBack := wait()
+	total := 0
+	for _, e := range envs {
+		n, v := readBack(t, e, rolledBack, false)
+		total += v.Duplicates
+		t.Logf("FIGURES pipeline=%s events=%d duplicates=%d", e.name, n, v.Duplicates)
+	}
+	close(stop)
+	if n, samples := twice(); n > 0 || samples == 0 {
+		t.Errorf("pg_stat_replication: %d of %d samples found a database with two walsenders", n, samples)
+	}
+	for _, r := range []*replica{r1, r2b, r3} {
+		if code := r.p.Stop(time.Minute); code != 0 {
+			t.Errorf("replica %s: exit code %d after SIGTERM, want 0", r.name, code)
+		}
+	}
+	// Each handover: the new owner began where the old one stopped.
+	handovers := 0
+	for _, e := range envs {
+		hs := slotLog(t, all)[e.Slot]
+		var last *handover
+		for i := range hs {
+			h := &hs[i]
+			if !h.stopped && last != nil {
+				handovers++
+				if h.lsn != last.lsn {
+					t.Errorf("slot %s: %s began at %s, but %s stopped at %s", e.Slot, h.replica, h.lsn, last.replica, last.lsn)
+				}
+			}
+			if h.stopped {
+				last = h
+			} else {
+				last = nil
+			}
+		}
+		confirmed := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
+		t.Logf("FIGURES slot=%s positions=%v confirmed_flush_lsn=%s", e.Slot, hs, confirmed)
+	}
+	t.Logf("FIGURES graceful_handovers=%d duplicates_total=%d", handovers, total)
+	if handovers == 0 {
+		t.Errorf("no graceful handover logged")
 	}
 }
