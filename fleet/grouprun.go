@@ -19,8 +19,8 @@ import (
 // groupRun runs the pipelines the fleet's consumer group assigns to this
 // replica: partition i of the coordination topic is the i-th pipeline
 // sorted by name. On revocation it stops them gracefully (drained,
-// confirmed, the slot released) before the rebalance goes on; on loss it
-// aborts them; on assignment it starts them, each waiting for its slot
+// confirmed, the slot released) before the rebalance goes on; on loss
+// too; on assignment it starts them, each waiting for its slot
 // while another walsender still holds it.
 type groupRun struct {
 	name     string // the group's
@@ -66,13 +66,20 @@ func (g *groupRun) assigned(_ context.Context, _ *kgo.Client, parts map[string][
 
 // revoked stops the revoked partitions' pipelines gracefully and waits.
 func (g *groupRun) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	g.stop(parts[coordinationTopic(g.name)], false)
+	g.stop(parts[coordinationTopic(g.name)])
 }
 
-// lost aborts the lost partitions' pipelines: another replica may
-// already be assigned them (the slot still lets only one stream).
+// lost stops the lost partitions' pipelines gracefully too, as revoked:
+// franz-go calls a partition lost on any error of the group session (the
+// member kicked after its session timeout, a heartbeat or join that
+// failed, the coordinator gone), and another replica may already be
+// assigned it; that one waits for the slot meanwhile (the slot lets only
+// one stream), and resumes where this one confirmed last. N.B. aborted,
+// every record Kafka had acknowledged since the last status update was
+// sent again by the next owner (TestFleetGroupLostSessionResendsNothing).
 func (g *groupRun) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	g.stop(parts[coordinationTopic(g.name)], true)
+	g.log.Warn("group session lost: stopping its pipelines gracefully; another replica may already be assigned them", zap.String("group", g.name))
+	g.stop(parts[coordinationTopic(g.name)])
 }
 
 // start runs m: its first assignment with the relay made at the start
@@ -123,11 +130,11 @@ func (g *groupRun) start(m *member) {
 	}()
 }
 
-// stop stops the pipelines of parts at once, each gracefully (abort:
-// aborted), and waits until each has released its slot; past the longest
-// shutdown timeout and 5 s it aborts them. Callbacks are serial: no
+// stop stops the pipelines of parts at once, each gracefully (drained,
+// confirmed), and waits until each has released its slot; past the
+// longest shutdown timeout and 5 s it aborts them. Callbacks are serial: no
 // assignment starts one of them again meanwhile.
-func (g *groupRun) stop(parts []int32, abort bool) {
+func (g *groupRun) stop(parts []int32) {
 	g.mu.Lock()
 	var stopping []*runningPipeline
 	var stopped []*member
@@ -142,9 +149,6 @@ func (g *groupRun) stop(parts []int32, abort bool) {
 			stopped = append(stopped, m)
 			names = append(names, m.name)
 			rp.cancel()
-			if abort {
-				rp.relay.Abort()
-			}
 		}
 		m.owner.Store(nil)
 	}
@@ -153,11 +157,13 @@ func (g *groupRun) stop(parts []int32, abort bool) {
 		return
 	}
 	began := time.Now()
+	aborted := false
 	timeout := time.After(g.shutdown + 5*time.Second)
 	for _, rp := range stopping {
 		select {
 		case <-rp.done:
 		case <-timeout:
+			aborted = true
 			g.log.Warn("shutdown timeout passed: aborting the revoked pipelines", zap.Strings("pipelines", names))
 			for _, rp := range stopping {
 				rp.relay.Abort()
@@ -172,7 +178,7 @@ func (g *groupRun) stop(parts []int32, abort bool) {
 		delete(g.running, m)
 	}
 	g.mu.Unlock()
-	g.log.Info("pipelines released", zap.String("group", g.name), zap.Strings("pipelines", names), zap.Bool("aborted", abort), zap.Duration("took", time.Since(began)))
+	g.log.Info("pipelines released", zap.String("group", g.name), zap.Strings("pipelines", names), zap.Bool("aborted", aborted), zap.Duration("took", time.Since(began)))
 }
 
 // abortAll aborts every running pipeline (a second signal).

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -464,5 +465,55 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 	t.Logf("FIGURES graceful_handovers=%d duplicates_total=%d", handovers, total)
 	if handovers == 0 {
 		t.Errorf("no graceful handover logged")
+	}
+}
+
+// TestFleetGroupLostSessionResendsNothing: a replica that loses its group
+// session while its pipelines stream (SIGSTOP past the session timeout;
+// the other replica is assigned its pipelines and waits for their slots;
+// SIGCONT: the group answers it UNKNOWN_MEMBER_ID, franz-go calls the
+// partitions lost) stops them gracefully, drained and confirmed, as on a
+// revocation: the other replica resumes each where it confirmed last, and
+// every pipeline's events read back once each: duplicates 0.
+func TestFleetGroupLostSessionResendsNothing(t *testing.T) {
+	t.Parallel()
+	file, envs, _ := groupBed(t)
+	r1, r2 := startReplica(t, envs[0], file, "r1"), startReplica(t, envs[0], file, "r2")
+	owner := groupSpread(t, "every pipeline to stream on one replica of two", []*replica{r1, r2}, envs)
+	wait := writeAsync(t, envs, 10*time.Millisecond)
+	for _, e := range envs {
+		e.c.WaitFor(50, time.Minute)
+	}
+	frozen := 0
+	for _, o := range owner {
+		if o == r1.name {
+			frozen++
+		}
+	}
+	if err := syscall.Kill(r1.p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// N.B. r2 is assigned r1's pipelines once r1's session expires; it
+	// waits for their slots, which r1's walsenders hold.
+	harness.WaitFor(t, time.Minute, "r2 to be assigned every pipeline", func() bool { return len(r2.owned(t)) == len(envs) })
+	if err := syscall.Kill(r1.p.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	groupSpread(t, "every pipeline to stream again", []*replica{r1, r2}, envs)
+	if !strings.Contains(r1.p.Log(), `"msg":"pipelines released"`) {
+		t.Errorf("r1 did not log its pipelines released:\n%s", r1.p.Log())
+	}
+	rolledBack := wait()
+	total := 0
+	for _, e := range envs {
+		n, v := readBack(t, e, rolledBack, false)
+		total += v.Duplicates
+		t.Logf("FIGURES pipeline=%s events=%d duplicates=%d", e.name, n, v.Duplicates)
+	}
+	t.Logf("FIGURES lost_session_pipelines=%d duplicates_total=%d", frozen, total)
+	for _, r := range []*replica{r1, r2} {
+		if code := r.p.Stop(time.Minute); code != 0 {
+			t.Errorf("replica %s: exit code %d after SIGTERM, want 0", r.name, code)
+		}
 	}
 }
