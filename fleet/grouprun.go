@@ -78,8 +78,10 @@ func (g *groupRun) revoked(_ context.Context, _ *kgo.Client, parts map[string][]
 // every record Kafka had acknowledged since the last status update was
 // sent again by the next owner (TestFleetGroupLostSessionResendsNothing).
 func (g *groupRun) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	g.log.Warn("group session lost: stopping its pipelines gracefully; another replica may already be assigned them", zap.String("group", g.name))
-	g.stop(parts[coordinationTopic(g.name)])
+	if ps := parts[coordinationTopic(g.name)]; len(ps) > 0 {
+		g.log.Warn("group session lost: stopping its pipelines gracefully; another replica may already be assigned them", zap.String("group", g.name))
+		g.stop(ps)
+	}
 }
 
 // start runs m: its first assignment with the relay made at the start

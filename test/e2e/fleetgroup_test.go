@@ -369,8 +369,9 @@ func slotLog(t *testing.T, rs []*replica) map[string][]handover {
 // TestFleetGroupHandoverResendsNothing: replicas that join (two at once,
 // then one) and leave (SIGTERM) while writers run on every database hand
 // their pipelines over gracefully: each new owner resumes at the slot
-// position the old one confirmed last (both logged, and the slot's
-// confirmed_flush_lsn from pg_replication_slots at the end is past it),
+// position the old one confirmed last (both logged, and PostgreSQL's log
+// says where each session of the slot resumed; pg_replication_slots'
+// confirmed_flush_lsn at the end is past them),
 // no database ever has two walsenders, and every pipeline's events read
 // back to the end offsets once each: duplicates 0. /readyz/NAME answers
 // 200 on the owner, 503 on the others (with the owner's group), 404 for a
@@ -378,6 +379,7 @@ func slotLog(t *testing.T, rs []*replica) map[string][]handover {
 func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 	t.Parallel()
 	file, envs, vars := groupBed(t)
+	logFrom := harness.LogOffset(t, envs[0].Env.Env)
 	stop := make(chan struct{})
 	twice := streamedByTwo(t, envs, stop)
 	r1 := startReplica(t, envs[0], file, "r1")
@@ -440,17 +442,23 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 			t.Errorf("replica %s: exit code %d after SIGTERM, want 0", r.name, code)
 		}
 	}
-	// Each handover: the new owner began where the old one stopped.
+	// Each handover: the new owner began where the old one stopped, and
+	// PostgreSQL says so too (its walsender's "Streaming transactions
+	// committing after X").
 	handovers := 0
 	for _, e := range envs {
 		hs := slotLog(t, all)[e.Slot]
+		resumed := map[string]bool{}
+		for _, lsn := range harness.PGResumePositions(t, e.Env.Env, logFrom) {
+			resumed[lsn.String()] = true
+		}
 		var last *handover
 		for i := range hs {
 			h := &hs[i]
 			if !h.stopped && last != nil {
 				handovers++
-				if h.lsn != last.lsn {
-					t.Errorf("slot %s: %s began at %s, but %s stopped at %s", e.Slot, h.replica, h.lsn, last.replica, last.lsn)
+				if h.lsn != last.lsn || !resumed[last.lsn] {
+					t.Errorf("slot %s: %s began at %s, but %s stopped (confirmed last) at %s; PostgreSQL resumed sessions after %v", e.Slot, h.replica, h.lsn, last.replica, last.lsn, resumed)
 				}
 			}
 			if h.stopped {

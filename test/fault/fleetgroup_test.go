@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,8 +84,11 @@ func TestFleetGroupFaults(t *testing.T) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	var started []*groupReplica
 	start := func(name string) *groupReplica {
-		return &groupReplica{name: name, p: harness.StartProcess(t, relayBin, nil, []string{"run", "--config", file, "--fleet-instance", name})}
+		r := &groupReplica{name: name, p: harness.StartProcess(t, relayBin, nil, []string{"run", "--config", file, "--fleet-instance", name})}
+		started = append(started, r)
+		return r
 	}
 	// spread waits until every pipeline streams on exactly one of rs, each
 	// of rs running one at least, and returns the owners.
@@ -219,4 +223,62 @@ func TestFleetGroupFaults(t *testing.T) {
 	for _, r := range back {
 		stopRelay(t, r.p)
 	}
+	checkHandovers(t, started)
+}
+
+// checkHandovers reads from the replicas' logs where each slot stopped
+// streaming gracefully (the final status update's position) and where the
+// next session began: a graceful handover (a revocation, a lost session,
+// SIGTERM) resumes where the old owner confirmed last, or it would relay
+// again what it had confirmed. It reports how each replica released its
+// pipelines.
+func checkHandovers(t *testing.T, rs []*groupReplica) {
+	t.Helper()
+	type event struct {
+		at      time.Time
+		replica string
+		stopped bool
+		lsn     string
+	}
+	slots := map[string][]event{}
+	for _, r := range rs {
+		released, aborted, lost := 0, 0, 0
+		for _, line := range strings.Split(r.p.Log(), "\n") {
+			var l struct {
+				TS, Msg, Slot, LSN string
+				Aborted            bool
+			}
+			if json.Unmarshal([]byte(line), &l) != nil {
+				continue
+			}
+			switch {
+			case l.Msg == "pipelines released" && l.Aborted:
+				aborted++
+			case l.Msg == "pipelines released":
+				released++
+			case strings.HasPrefix(l.Msg, "group session lost"):
+				lost++
+			case l.Slot != "" && (l.Msg == "stopped" || l.Msg == "streaming"):
+				at, err := time.Parse(time.RFC3339Nano, l.TS)
+				if err != nil {
+					t.Fatalf("%s's log: ts %q: %v", r.name, l.TS, err)
+				}
+				slots[l.Slot] = append(slots[l.Slot], event{at, r.name, l.Msg == "stopped", l.LSN})
+			}
+		}
+		t.Logf("FIGURES replica=%s releases_graceful=%d releases_aborted_past_timeout=%d group_sessions_lost=%d", r.name, released, aborted, lost)
+	}
+	handovers := 0
+	for slot, es := range slots {
+		slices.SortFunc(es, func(a, b event) int { return a.at.Compare(b.at) })
+		for i := 1; i < len(es); i++ {
+			if prev, e := es[i-1], es[i]; prev.stopped && !e.stopped {
+				handovers++
+				if e.lsn != prev.lsn {
+					t.Errorf("slot %s: %s began at %s, but %s had stopped gracefully at %s", slot, e.replica, e.lsn, prev.replica, prev.lsn)
+				}
+			}
+		}
+	}
+	t.Logf("FIGURES graceful_handovers=%d (each resumed where the old owner confirmed last)", handovers)
 }
