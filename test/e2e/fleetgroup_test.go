@@ -467,8 +467,16 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 				last = nil
 			}
 		}
+		var steps []string
+		for _, h := range hs {
+			what := "began"
+			if h.stopped {
+				what = "stopped"
+			}
+			steps = append(steps, h.replica+" "+what+" "+h.lsn)
+		}
 		confirmed := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
-		t.Logf("FIGURES slot=%s positions=%v confirmed_flush_lsn=%s", e.Slot, hs, confirmed)
+		t.Logf("FIGURES slot=%s sessions=[%s] pg_replication_slots.confirmed_flush_lsn=%s", e.Slot, strings.Join(steps, ", "), confirmed)
 	}
 	t.Logf("FIGURES graceful_handovers=%d duplicates_total=%d", handovers, total)
 	if handovers == 0 {
