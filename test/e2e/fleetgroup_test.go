@@ -366,6 +366,52 @@ func slotLog(t *testing.T, rs []*replica) map[string][]handover {
 	return out
 }
 
+// releasedAt samples pg_replication_slots until stop and returns, per
+// slot of envs, the confirmed_flush_lsn of each sample that found it
+// released (no active_pid): between two owners, where the next resumes.
+func releasedAt(t *testing.T, envs []*fleetEnv, stop <-chan struct{}) func() map[string]map[string]bool {
+	var slots []string
+	for _, e := range envs {
+		slots = append(slots, e.Slot)
+	}
+	conn, err := pgx.Connect(context.Background(), envs[0].DSN)
+	if err != nil {
+		t.Fatalf("connect to sample pg_replication_slots: %v", err)
+	}
+	out := map[string]map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer conn.Close(context.Background())
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			rows, err := conn.Query(context.Background(), `SELECT slot_name, confirmed_flush_lsn::text FROM pg_replication_slots
+				WHERE slot_name = ANY($1) AND active_pid IS NULL`, slots)
+			if err != nil {
+				continue
+			}
+			for rows.Next() {
+				var slot, lsn string
+				if rows.Scan(&slot, &lsn) == nil {
+					if out[slot] == nil {
+						out[slot] = map[string]bool{}
+					}
+					out[slot][lsn] = true
+				}
+			}
+			rows.Close()
+		}
+	}()
+	return func() map[string]map[string]bool {
+		<-done
+		return out
+	}
+}
+
 // TestFleetGroupHandoverResendsNothing: replicas that join (two at once,
 // then one) and leave (SIGTERM) while writers run on every database hand
 // their pipelines over gracefully: each new owner resumes at the slot
@@ -382,6 +428,7 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 	logFrom := harness.LogOffset(t, envs[0].Env.Env)
 	stop := make(chan struct{})
 	twice := streamedByTwo(t, envs, stop)
+	released := releasedAt(t, envs, stop)
 	r1 := startReplica(t, envs[0], file, "r1")
 	owner := groupSpread(t, "every pipeline to stream on r1", []*replica{r1}, envs)
 	wait := writeAsync(t, envs, 10*time.Millisecond)
@@ -444,8 +491,10 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 	}
 	// Each handover: the new owner began where the old one stopped, and
 	// PostgreSQL says so too (its walsender's "Streaming transactions
-	// committing after X").
-	handovers := 0
+	// committing after X"); pg_replication_slots, when a sample caught the
+	// slot released in between, showed that position confirmed.
+	handovers, seen := 0, 0
+	free := released()
 	for _, e := range envs {
 		hs := slotLog(t, all)[e.Slot]
 		resumed := map[string]bool{}
@@ -459,6 +508,9 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 				handovers++
 				if h.lsn != last.lsn || !resumed[last.lsn] {
 					t.Errorf("slot %s: %s began at %s, but %s stopped (confirmed last) at %s; PostgreSQL resumed sessions after %v", e.Slot, h.replica, h.lsn, last.replica, last.lsn, resumed)
+				}
+				if free[e.Slot][last.lsn] {
+					seen++
 				}
 			}
 			if h.stopped {
@@ -478,7 +530,7 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 		confirmed := e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN
 		t.Logf("FIGURES slot=%s sessions=[%s] pg_replication_slots.confirmed_flush_lsn=%s", e.Slot, strings.Join(steps, ", "), confirmed)
 	}
-	t.Logf("FIGURES graceful_handovers=%d duplicates_total=%d", handovers, total)
+	t.Logf("FIGURES graceful_handovers=%d released_slot_sampled_at_that_position=%d duplicates_total=%d", handovers, seen, total)
 	if handovers == 0 {
 		t.Errorf("no graceful handover logged")
 	}
