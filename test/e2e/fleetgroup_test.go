@@ -425,7 +425,13 @@ func releasedAt(t *testing.T, envs []*fleetEnv, stop <-chan struct{}) func() map
 func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 	t.Parallel()
 	file, envs, vars := groupBed(t)
-	logFrom := harness.LogOffset(t, envs[0].Env.Env)
+	// N.B. PostgreSQL's log is at hand on the bed's own server only (not
+	// on an external one, WALRELAY_TEST_PG_URL).
+	pgLog := envs[0].Bed.PGLogPath() != ""
+	var logFrom int64
+	if pgLog {
+		logFrom = harness.LogOffset(t, envs[0].Env.Env)
+	}
 	stop := make(chan struct{})
 	twice := streamedByTwo(t, envs, stop)
 	released := releasedAt(t, envs, stop)
@@ -498,15 +504,17 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 	for _, e := range envs {
 		hs := slotLog(t, all)[e.Slot]
 		resumed := map[string]bool{}
-		for _, lsn := range harness.PGResumePositions(t, e.Env.Env, logFrom) {
-			resumed[lsn.String()] = true
+		if pgLog {
+			for _, lsn := range harness.PGResumePositions(t, e.Env.Env, logFrom) {
+				resumed[lsn.String()] = true
+			}
 		}
 		var last *handover
 		for i := range hs {
 			h := &hs[i]
 			if !h.stopped && last != nil {
 				handovers++
-				if h.lsn != last.lsn || !resumed[last.lsn] {
+				if h.lsn != last.lsn || pgLog && !resumed[last.lsn] {
 					t.Errorf("slot %s: %s began at %s, but %s stopped (confirmed last) at %s; PostgreSQL resumed sessions after %v", e.Slot, h.replica, h.lsn, last.replica, last.lsn, resumed)
 				}
 				if free[e.Slot][last.lsn] {
