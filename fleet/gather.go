@@ -29,7 +29,8 @@ func (g gatherer) Gather() ([]*dto.MetricFamily, error) {
 	byName := map[string]*dto.MetricFamily{}
 	var errs []error
 	for i, m := range g.members {
-		fams, err := m.metrics.Registry.Gather()
+		_, mets := m.live()
+		fams, err := mets.Registry.Gather()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gather pipeline %s: %w", m.name, err))
 		}

@@ -23,6 +23,7 @@ var ProcessWide = []string{
 	"http-addr", "http-idle-timeout", "http-max-connections", "http-pprof", "log-level", "log-format",
 	"brokers", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-tls-server-name",
 	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file", "kafka-allow-sasl-plain-without-tls",
+	"fleet-instance",
 }
 
 // configFlag is --config itself, which the file cannot set.
@@ -75,6 +76,10 @@ func load(data []byte, top *flag.FlagSet, newPipeline NewPipeline) ([]plan, []mi
 		case isProcessWide(e.key):
 			if !given[e.key] {
 				l.set(top, e, "")
+			}
+		case e.key == keyGroup:
+			if !groupPattern.MatchString(e.value) {
+				l.add(mistake{line: e.line, msg: fmt.Sprintf("group: %q: want a name of letters, digits, '.', '_' or '-' (it names the topic %s)", e.value, coordinationTopic("NAME"))})
 			}
 		case e.key == keyName:
 			l.add(mistake{line: e.line, msg: "name: belongs to a pipeline: under pipelines:, e.g. - name: orders"})

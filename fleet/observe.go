@@ -17,10 +17,11 @@ import (
 func (f *fleet) Healthy() (bool, string) {
 	var bad []string
 	for _, m := range f.members {
-		if m.stopped.Load() != nil {
+		if m.stopped.Load() != nil || !m.here() {
 			continue
 		}
-		if ok, why := m.relay.Healthy(); !ok {
+		relay, _ := m.live()
+		if ok, why := relay.Healthy(); !ok {
 			bad = append(bad, m.name+": "+why)
 		}
 	}
@@ -30,17 +31,20 @@ func (f *fleet) Healthy() (bool, string) {
 	return true, ""
 }
 
-// Ready reports whether every pipeline streams (/readyz); if not, it
-// names each one that does not, one a line, with why.
+// Ready reports whether every pipeline this replica runs streams
+// (/readyz); if not, it names each one that does not, one a line, with
+// why. /readyz/NAME is one pipeline's (readyz.go).
 func (f *fleet) Ready() (bool, string) {
 	var bad []string
+	if f.group != nil && !f.group.joined.Load() {
+		return false, "not ready: joining group " + f.group.name
+	}
 	for _, m := range f.members {
-		if s := m.stopped.Load(); s != nil {
-			bad = append(bad, m.name+": stopped: "+*s)
+		if !m.here() {
 			continue
 		}
-		if ok, why := m.relay.Ready(); !ok {
-			bad = append(bad, m.name+": "+why)
+		if ok, why := f.readyPipeline(m); !ok {
+			bad = append(bad, strings.TrimPrefix(why, "not ready: "))
 		}
 	}
 	if len(bad) > 0 {
@@ -54,8 +58,12 @@ type Status struct {
 	Name string `json:"name"`
 	// State is walrelay_state's (starting, waiting_for_slot, streaming,
 	// restarting, stopping), or stopped once the pipeline has stopped on
-	// an error.
+	// an error; elsewhere when the fleet's group runs it on another
+	// replica (docs/fleet.md).
 	State string `json:"state"`
+	// Owner is the replica that runs the pipeline in a group
+	// (--fleet-instance), this one's; "" outside a group and elsewhere.
+	Owner string `json:"owner,omitempty"`
 	// Ready is the pipeline's /readyz.
 	Ready bool   `json:"ready"`
 	Slot  string `json:"slot"`
@@ -88,11 +96,17 @@ func (f *fleet) statuses() []Status {
 	out := make([]Status, 0, len(f.members))
 	for _, m := range f.members {
 		v := m.values()
-		s := Status{Name: m.name, State: m.metrics.State(), Slot: m.slot, SlotLagBytes: v[lagMetric],
+		relay, mets := m.live()
+		s := Status{Name: m.name, State: mets.State(), Slot: m.slot, SlotLagBytes: v[lagMetric],
 			EventsPublished: v[publishedMetric], EventsPerSecond: math.Round(100*m.rate.perSecond(v[publishedMetric], time.Now())) / 100,
-			OldestUnackedSeconds: v[oldestMetric], LastError: m.relay.LastError()}
-		s.Ready, _ = m.relay.Ready()
-		if e := m.stopped.Load(); e != nil {
+			OldestUnackedSeconds: v[oldestMetric], LastError: relay.LastError()}
+		s.Ready, _ = relay.Ready()
+		if o := m.owner.Load(); o != nil {
+			s.Owner = *o
+		}
+		if !m.here() {
+			s.State, s.Ready = stateElsewhere, false
+		} else if e := m.stopped.Load(); e != nil {
 			s.State, s.Ready, s.LastError = "stopped", false, *e
 		}
 		out = append(out, s)
@@ -111,7 +125,8 @@ const (
 // values gathers m's registry and sums each series /pipelines reads.
 func (m *member) values() map[string]float64 {
 	out := map[string]float64{}
-	fams, _ := m.metrics.Registry.Gather()
+	_, mets := m.live()
+	fams, _ := mets.Registry.Gather()
 	for _, f := range fams {
 		switch f.GetName() {
 		case lagMetric, publishedMetric, oldestMetric, parkedMetric:

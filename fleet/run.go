@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,13 +54,19 @@ type Command struct {
 	Stderr io.Writer
 }
 
-// member is one running pipeline.
+// member is one pipeline.
 type member struct {
-	name    string
-	slot    string
+	name string
+	slot string
+	// relay and metrics are the pipeline's; in a group, each assignment
+	// here makes new ones (grouprun.go): read them with live.
+	mu      sync.Mutex
 	relay   *pipeline.Relay
 	metrics *metrics.Metrics
-	log     *zap.Logger
+	// owner is this replica's name while the group assigns the pipeline
+	// here, "" when another replica runs it; "" outside a group.
+	owner atomic.Pointer[string]
+	log   *zap.Logger
 	// stopped is the error the pipeline stopped on, nil while it runs.
 	stopped atomic.Pointer[string]
 	// code and err are how it stopped: set by its goroutine before it
@@ -69,6 +76,15 @@ type member struct {
 	rate    rate
 	history history // the status page's chart
 	db      string  // the database's name, for the status page
+	grouped bool    // the fleet has a group: run only when assigned here
+	used    bool    // relay has run (grouprun.go)
+}
+
+// live is m's relay and metrics.
+func (m *member) live() (*pipeline.Relay, *metrics.Metrics) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.relay, m.metrics
 }
 
 // Main runs the pipelines of c.File until a signal or until every one has
@@ -86,6 +102,7 @@ func Main(c Command) int {
 		fmt.Fprintf(c.Stderr, "walrelay: invalid configuration in %s:\n%s", c.File, format(c.File, ms))
 		return exitConfig
 	}
+	code := exitOK
 	log, hc, err := c.Settle()
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "walrelay: invalid configuration: %v\n", err)
@@ -103,17 +120,11 @@ func Main(c Command) int {
 	}
 	f := &fleet{log: log}
 	var limit int64
+	group := groupOf(data)
 	for _, p := range plans {
-		m := metrics.New()
-		m.SetBuildInfo(c.Version, runtime.Version())
-		p.cfg.Metrics = m
-		mem := &member{name: p.name, slot: p.cfg.Replication.Slot, db: databaseName(p.cfg.Replication.ConnString), metrics: m, log: log.With(zap.String("pipeline", p.name))}
-		m.ReadStopped(func() float64 {
-			if mem.stopped.Load() != nil {
-				return 1
-			}
-			return 0
-		})
+		mem := &member{name: p.name, slot: p.cfg.Replication.Slot, db: databaseName(p.cfg.Replication.ConnString), log: log.With(zap.String("pipeline", p.name)), grouped: group != ""}
+		mem.metrics = newMemberMetrics(mem, c.Version)
+		p.cfg.Metrics = mem.metrics
 		if mem.relay, err = pipeline.New(p.cfg, mem.log); err != nil {
 			ms = append(ms, mistake{line: p.line, pipeline: p.name, msg: err.Error()})
 		}
@@ -130,10 +141,17 @@ func Main(c Command) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(limit)
 	}
+	var g *groupRun
+	if group != "" {
+		if g, code = f.joinGroup(c, data, plans, group); g == nil {
+			return code
+		}
+	}
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
 	if hc.Addr != "" {
-		hc.Routes = map[string]http.Handler{"/pipelines": http.HandlerFunc(f.servePipelines), "/{$}": http.HandlerFunc(f.servePage)}
+		hc.Routes = map[string]http.Handler{"/pipelines": http.HandlerFunc(f.servePipelines), "/{$}": http.HandlerFunc(f.servePage),
+			readyPipelinePath: http.HandlerFunc(f.serveReadyPipeline)}
 		addr, err := httpserve.Serve(hctx, hc, gatherer{f.members}, f, log)
 		if err != nil {
 			log.Error("cannot serve http", zap.Error(err))
@@ -141,12 +159,16 @@ func Main(c Command) int {
 		}
 		log.Info("serving /pipelines", zap.String("addr", addr))
 	}
+	if g != nil {
+		return g.run(groupOpts(plans), c.Signals, f.sample)
+	}
 	return f.run(c.Signals)
 }
 
 // fleet is the running pipelines.
 type fleet struct {
 	log      *zap.Logger
+	group    *groupRun // nil: every pipeline runs here
 	members  []*member
 	shutdown time.Duration // the longest of the pipelines' shutdown timeouts
 }

@@ -78,13 +78,14 @@ func fetchPipelines(url string) ([]Status, error) {
 }
 
 // writeStatus prints list, a header and one line per pipeline, in columns,
-// and returns how many are not ready.
+// and returns how many are not ready; one a group runs on another replica
+// (elsewhere) is that replica's to answer for.
 func writeStatus(w io.Writer, list []Status) int {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PIPELINE\tSTATE\tREADY\tSLOT\tLAG\tPUBLISHED\tEVENTS/S\tOLDEST_UNACKED\tLAST_ERROR")
+	fmt.Fprintln(tw, "PIPELINE\tSTATE\tREADY\tSLOT\tLAG\tPUBLISHED\tEVENTS/S\tOLDEST_UNACKED\tOWNER\tLAST_ERROR")
 	notReady := 0
 	for _, s := range list {
-		if !s.Ready {
+		if !s.Ready && s.State != stateElsewhere {
 			notReady++
 		}
 		last := strings.Join(strings.Fields(s.LastError), " ")
@@ -94,8 +95,12 @@ func writeStatus(w io.Writer, list []Status) int {
 		// N.B. no space but in the last column: a script splits the
 		// line on blanks.
 		lag := strings.ReplaceAll(bytesText(s.SlotLagBytes), " ", "")
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%.0f\t%.2f\t%s\t%s\n", s.Name, s.State, s.Ready, s.Slot, lag,
-			s.EventsPublished, s.EventsPerSecond, secondsText(s.OldestUnackedSeconds), last)
+		owner := s.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%.0f\t%.2f\t%s\t%s\t%s\n", s.Name, s.State, s.Ready, s.Slot, lag,
+			s.EventsPublished, s.EventsPerSecond, secondsText(s.OldestUnackedSeconds), owner, last)
 	}
 	tw.Flush()
 	return notReady

@@ -19,7 +19,7 @@ func TestPrintStatus(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		w.Write([]byte(`[{"name":"orders","state":"streaming","ready":true,"slot":"orders_slot","slot_lag_bytes":2048,"events_published":307,"events_per_second":36.21,"oldest_unacked_seconds":0,"last_error":""},
+		w.Write([]byte(`[{"name":"orders","state":"streaming","ready":true,"slot":"orders_slot","slot_lag_bytes":2048,"events_published":307,"events_per_second":36.21,"oldest_unacked_seconds":0,"owner":"r1","last_error":""},
 {"name":"<b>x</b>","state":"restarting","ready":false,"slot":"billing_slot","slot_lag_bytes":0,"events_published":0,"events_per_second":0,"oldest_unacked_seconds":3,"last_error":"connect to postgresql:\nrefused"}]`))
 	}))
 	defer srv.Close()
@@ -40,9 +40,9 @@ func TestPrintStatus(t *testing.T) {
 		out, err   string
 	}{
 		{name: "the file's address", addr: addr, code: 1,
-			out: "PIPELINE  STATE       READY  SLOT          LAG     PUBLISHED  EVENTS/S  OLDEST_UNACKED  LAST_ERROR\n" +
-				"orders    streaming   true   orders_slot   2.0KiB  307        36.21     0s              -\n" +
-				"<b>x</b>  restarting  false  billing_slot  0B      0          0.00      3s              connect to postgresql: refused\n",
+			out: "PIPELINE  STATE       READY  SLOT          LAG     PUBLISHED  EVENTS/S  OLDEST_UNACKED  OWNER  LAST_ERROR\n" +
+				"orders    streaming   true   orders_slot   2.0KiB  307        36.21     0s              r1     -\n" +
+				"<b>x</b>  restarting  false  billing_slot  0B      0          0.00      3s              -      connect to postgresql: refused\n",
 			err: "1 of 2 pipelines not ready"},
 		{name: "the command line's address", addr: "127.0.0.1:0", args: []string{"--http-addr", addr}, code: 1, err: "1 of 2 pipelines not ready"},
 		{name: "port 0", addr: "127.0.0.1:0", code: 2, err: `http-addr "127.0.0.1:0" of `},

@@ -51,6 +51,9 @@ func newFlagSet(name string, cfg *config) *flag.FlagSet {
 	if name == "run" || name == "status" {
 		fs.StringVar(&cfg.fleetFile, "config", "", "YAML file of many pipelines to run in this process (docs/fleet.md): each run flag by its name, process-wide at the top, the others under defaults: and each of pipelines:; no pipeline's flag may be given with it")
 	}
+	if name == "run" {
+		fs.String("fleet-instance", "", "this replica's name in the group of --config's file (group:), its pipelines' owner in /pipelines and the status page (default: the host's name); only with --config")
+	}
 	if benchFlags != nil {
 		benchFlags(fs, cfg)
 	}

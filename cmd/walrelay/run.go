@@ -49,6 +49,10 @@ func runCmd(args []string, stderr io.Writer) int {
 				return log, c.cfg.http, err
 			}})
 	}
+	if top.Lookup("fleet-instance").Value.String() != "" {
+		fmt.Fprintln(stderr, "walrelay: --fleet-instance names a replica of a fleet's group: give it with --config FILE (docs/fleet.md), or drop it")
+		return exitConfig
+	}
 	cfg := c.cfg
 	log := c.log
 	defer log.Sync()

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // NewReader is a consumer that reads records back as a user would: no
@@ -45,8 +46,29 @@ type Ends map[string]map[int32]int64
 // ListEndOffsets lists through cl the end offset of every partition of
 // topics: the high watermark, or with committed the last stable offset
 // (where a read_committed consumer stops below an open transaction). A topic
-// that does not exist is absent.
+// that does not exist (the broker answers UNKNOWN_TOPIC_OR_PARTITION for it)
+// is absent; a topic that exists is there with every partition, or the
+// listing fails: a partition whose offset no broker gave (no leader yet, a
+// request that failed, the client's metadata behind the broker's) is listed
+// again until ctx ends, never left out. Authorization errors end it at once.
 func ListEndOffsets(ctx context.Context, cl *kgo.Client, committed bool, topics ...string) (Ends, error) {
+	for {
+		ends, retry, err := listEndOffsets(ctx, cl, committed, topics...)
+		if err == nil || !retry {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (listing until %w)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+			cl.ForceMetadataRefresh()
+		}
+	}
+}
+
+// listEndOffsets is one listing of ListEndOffsets; retry says whether its
+// error may pass.
+func listEndOffsets(ctx context.Context, cl *kgo.Client, committed bool, topics ...string) (Ends, bool, error) {
 	adm := kadm.NewClient(cl)
 	list := adm.ListEndOffsets
 	if committed {
@@ -54,18 +76,35 @@ func ListEndOffsets(ctx context.Context, cl *kgo.Client, committed bool, topics 
 		// below an open transaction.
 		list = adm.ListCommittedOffsets
 	}
+	// N.B. the partitions each topic has, to tell one that no answer
+	// listed from one that does not exist.
+	tds, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, retriable(err), fmt.Errorf("list partitions of %v: %w", topics, err)
+	}
 	listed, err := list(ctx, topics...)
 	var shardErrs *kadm.ShardErrors
 	if err != nil && !errors.As(err, &shardErrs) {
-		return nil, fmt.Errorf("list end offsets of %v: %w", topics, err)
+		return nil, retriable(err), fmt.Errorf("list end offsets of %v: %w", topics, err)
 	}
 	out := Ends{}
 	var errs []error
+	retry := true
+	if shardErrs != nil {
+		// N.B. a failed shard's partitions are missing from listed: taken
+		// for absent, a topic that holds records would read as empty.
+		for _, se := range shardErrs.Errs {
+			errs = append(errs, fmt.Errorf("end offsets not listed (%s): %w", shardPartitions(se.Req), se.Err))
+			retry = retry && retriable(se.Err)
+		}
+	}
 	listed.Each(func(o kadm.ListedOffset) {
 		switch {
-		case errors.Is(o.Err, kerr.UnknownTopicOrPartition):
+		case o.Partition == -1 && errors.Is(o.Err, kerr.UnknownTopicOrPartition):
+			// The broker does not know the topic: absent.
 		case o.Err != nil:
 			errs = append(errs, fmt.Errorf("end offset of %s/%d: %w", o.Topic, o.Partition, o.Err))
+			retry = retry && retriable(o.Err)
 		default:
 			if out[o.Topic] == nil {
 				out[o.Topic] = map[int32]int64{}
@@ -73,7 +112,42 @@ func ListEndOffsets(ctx context.Context, cl *kgo.Client, committed bool, topics 
 			out[o.Topic][o.Partition] = o.Offset
 		}
 	})
-	return out, errors.Join(errs...)
+	if shardErrs == nil && len(errs) == 0 {
+		for _, td := range tds.Sorted() {
+			for _, p := range td.Partitions.Sorted() {
+				if _, ok := out[td.Topic][p.Partition]; td.Err == nil && !ok {
+					errs = append(errs, fmt.Errorf("end offset of %s/%d: not in the broker's answer", td.Topic, p.Partition))
+				}
+			}
+		}
+	}
+	return out, retry, errors.Join(errs...)
+}
+
+// retriable says whether a listing that failed with err may succeed when
+// asked again: anything but a refusal (authorization, a bad request).
+func retriable(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.UnknownTopicOrPartition)
+	}
+	var ae *kadm.AuthError
+	return !errors.As(err, &ae)
+}
+
+// shardPartitions names the partitions of a ListOffsets request shard.
+func shardPartitions(req kmsg.Request) string {
+	r, ok := req.(*kmsg.ListOffsetsRequest)
+	if !ok {
+		return "a request"
+	}
+	var out []string
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, fmt.Sprintf("%s/%d", t.Topic, p.Partition))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // ReadOptions says how far ReadToEnd reads.
@@ -88,14 +162,25 @@ type ReadOptions struct {
 	// Want: read on past the end offsets until at least Want records (not
 	// counting transaction markers) were read (0: no such wait).
 	Want int
+	// Exist: every topic must exist (it holds records the caller
+	// expects): one the broker does not know is listed again until it
+	// is, and ReadToEnd fails when ctx ends first; never counted empty.
+	Exist bool
+	// Absent, if set, is told each topic ReadToEnd counted empty because
+	// the broker did not know it, at the start and again at the end.
+	Absent func(topic string)
 }
 
 // ReadToEnd reads topics from the beginning, all partitions, with a
 // NewReader consumer and returns the records in per-partition offset order
 // and, apart, the transaction markers it passed. It lists the end offsets
-// first and reads at least up to them; topics that do not exist count as
-// empty. When ctx ends first it returns what it read and an error that
-// wraps ctx.Err() and says how far each partition is behind.
+// first and reads at least up to them: a partition whose end offset cannot
+// be listed is listed again (ListEndOffsets), never taken for empty. A
+// topic that does not exist counts as empty (o.Absent is told) unless
+// o.Exist; one unknown at the start is listed again once the others are
+// read, and read to its end if it exists by then. When ctx ends first it
+// returns what it read and an error that wraps ctx.Err() and says how far
+// each partition is behind.
 func ReadToEnd(ctx context.Context, brokers, topics []string, o ReadOptions) (recs, control []*kgo.Record, err error) {
 	wait := 500 * time.Millisecond
 	if o.Idle > 0 {
@@ -110,6 +195,18 @@ func ReadToEnd(ctx context.Context, brokers, topics []string, o ReadOptions) (re
 	if err != nil {
 		return nil, nil, err
 	}
+	for o.Exist && len(absent(ends, topics)) > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("read %v: the broker does not know %v: nothing read from it: %w", topics, absent(ends, topics), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+		cl.ForceMetadataRefresh()
+		if ends, err = ListEndOffsets(ctx, cl, o.Committed, topics...); err != nil {
+			return nil, nil, err
+		}
+	}
+	relisted := len(absent(ends, topics)) == 0
 
 	next := Ends{}
 	behind := func() []string {
@@ -131,8 +228,27 @@ func ReadToEnd(ctx context.Context, brokers, topics []string, o ReadOptions) (re
 	for {
 		caughtUp := len(behind()) == 0
 		pctx, pcancel := ctx, context.CancelFunc(func() {})
+		if caughtUp && !relisted {
+			// N.B. a topic the first listing did not know may have been
+			// created since, or known to the broker but not yet to its
+			// metadata: listed again before it is counted empty.
+			relisted = true
+			more, err := ListEndOffsets(ctx, cl, o.Committed, absent(ends, topics)...)
+			if err != nil {
+				return recs, control, err
+			}
+			for topic, ps := range more {
+				ends[topic] = ps
+			}
+			continue
+		}
 		if caughtUp {
 			if time.Since(last) >= o.Idle {
+				if o.Absent != nil {
+					for _, topic := range absent(ends, topics) {
+						o.Absent(topic)
+					}
+				}
 				return recs, control, nil
 			}
 			pctx, pcancel = context.WithDeadline(ctx, last.Add(o.Idle))
@@ -169,4 +285,15 @@ func ReadToEnd(ctx context.Context, brokers, topics []string, o ReadOptions) (re
 			return recs, control, nil
 		}
 	}
+}
+
+// absent is the topics of topics that ends lacks.
+func absent(ends Ends, topics []string) []string {
+	var out []string
+	for _, t := range topics {
+		if _, ok := ends[t]; !ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
