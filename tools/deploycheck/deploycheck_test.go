@@ -267,3 +267,29 @@ func TestChartMistakeFailsTheCheck(t *testing.T) {
 	}
 	t.Logf("refused: %s", refused[0])
 }
+
+// TestChartLint runs helm lint (Helm's linter, as `helm lint --strict -f
+// VALUES`) for each values file: no warning, no error.
+func TestChartLint(t *testing.T) {
+	for _, f := range valuesFiles(t) {
+		t.Run(strings.TrimSuffix(filepath.Base(f), "-values.yaml"), func(t *testing.T) {
+			if msgs := Lint(chartDir, f); len(msgs) > 0 {
+				t.Errorf("helm lint -f %s:\n%s", f, strings.Join(msgs, "\n"))
+			}
+		})
+	}
+}
+
+// TestValuesSchemaRefuses: the chart's values.schema.json refuses a
+// misspelled value (replica for replicas), which the templates would
+// otherwise ignore.
+func TestValuesSchemaRefuses(t *testing.T) {
+	_, err := Render(chartDir, release, filepath.Join("testdata", "typo-values.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "replica") {
+		t.Fatalf("rendered with testdata/typo-values.yaml: %v; want refused for replica", err)
+	}
+	t.Logf("refused: %v", err)
+	if msgs := Lint(chartDir, filepath.Join("testdata", "typo-values.yaml")); len(msgs) == 0 {
+		t.Errorf("helm lint -f testdata/typo-values.yaml: no message; want the schema's refusal")
+	}
+}
