@@ -100,7 +100,7 @@ func TestChart(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := validate(t, ms)
-			t.Logf("%s: %d objects valid: %v", filepath.Base(f), len(objs), objs)
+			t.Logf("%s: %d objects validated: %v", filepath.Base(f), len(objs), objs)
 			fleet := strings.HasPrefix(filepath.Base(f), "fleet")
 			want := []string{"Deployment/walrelay", "Service/walrelay-metrics"}
 			if fleet {
@@ -130,7 +130,7 @@ func TestKubernetesExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		objs := validate(t, []Manifest{{Name: f, Data: data}})
-		t.Logf("%s: %d objects valid: %v", filepath.Base(f), len(objs), objs)
+		t.Logf("%s: %d objects validated: %v", filepath.Base(f), len(objs), objs)
 	}
 }
 
