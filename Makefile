@@ -11,7 +11,7 @@ GO ?= go
 GOTOOLCHAIN ?= go1.27.3
 export GO GOTOOLCHAIN
 
-.PHONY: build test chaos cluster explore matrix lint clean image inbox-chaos alerts vuln
+.PHONY: build test chaos cluster explore matrix lint clean image inbox-chaos alerts vuln deploy-check
 
 # The version walrelay reports (walrelay version, its start log line,
 # walrelay_build_info); without it, what the Go toolchain stamps.
@@ -49,6 +49,7 @@ build:
 PG_NEWEST ?= 18
 test:
 	$(MAKE) --no-print-directory vuln
+	$(MAKE) --no-print-directory deploy-check
 	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^(TestCluster|TestKafkaDownMessages$$)' ./...
 	WALRELAY_TEST_PG_VERSION=$(PG_NEWEST) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m ./test/e2e/
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 600000x ./decode/
@@ -104,6 +105,17 @@ alerts:
 	$$promtool check rules deploy/prometheus/walrelay-alerts.yml && \
 	$$promtool test rules deploy/prometheus/walrelay-alerts_test.yml
 
+# The Kubernetes deployment (docs/deploy.md, "Helm chart"): the chart of
+# deploy/helm/walrelay rendered by Helm's engine for each values file of its
+# ci/ directory, and deploy/kubernetes, validated by kubeconform in strict mode
+# against the schemas of Kubernetes 1.37 (made from k8s.io/kubernetes's
+# OpenAPI spec, fetched through the Go module proxy); the fleet example equal
+# to the chart's fleet rendering; broken manifests refused. tools/deploycheck
+# is a module of its own (Helm, kubeconform). The first run builds them
+# (about 230 CPU seconds), later ones take 10 to 15 s: make test runs it.
+deploy-check:
+	cd tools/deploycheck && $(GO) test -count=1 ./...
+
 # Known vulnerabilities in the code walrelay calls (govulncheck, built once
 # from the Go module proxy). Needs vuln.go.dev, or GOVULNDB=URL of a mirror;
 # where neither is reachable it checks against the snapshot of
@@ -115,6 +127,7 @@ vuln:
 lint:
 	$(GO) vet ./...
 	cd tools/image && $(GO) vet ./...
+	cd tools/deploycheck && $(GO) vet ./...
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -w needed:"; echo "$$unformatted"; exit 1; fi
 
