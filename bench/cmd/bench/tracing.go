@@ -33,6 +33,9 @@ type tracingMode struct {
 	name, setting string
 	args          []string // more walrelay run flags
 	otel          []string // OTEL_* environment; the Collector's endpoint added
+	// before: run -walrelay-before's binary (BENCH_WALRELAY_BEFORE), not
+	// the tree's.
+	before bool
 }
 
 // tracingModes are compared side by side, every row carrying a sampled
@@ -43,11 +46,32 @@ type tracingMode struct {
 // (ratio 0.1, the parent ignored), every event sampled (the default
 // parent-based sampler following the writers).
 var tracingModes = []tracingMode{
-	{"none", "--trace-context-column -", []string{"--trace-context-column", "-"}, nil},
-	{"off", "no OTEL_* (headers copied)", nil, nil},
-	{"unsampled", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0"}},
-	{"10pct", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0.1", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.1"}},
-	{"100pct", "default sampler, writers sampled", nil, nil},
+	{"none", "--trace-context-column -", []string{"--trace-context-column", "-"}, nil, false},
+	{"off", "no OTEL_* (headers copied)", nil, nil, false},
+	{"unsampled", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0"}, false},
+	{"10pct", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0.1", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.1"}, false},
+	{"100pct", "default sampler, writers sampled", nil, nil, false},
+}
+
+// tracingBefore are the settings run with -walrelay-before's binary too,
+// when given, for before/after figures of a change from one run.
+var tracingBefore = []tracingMode{
+	{"off-before", "off, the -walrelay-before binary", nil, nil, true},
+	{"100pct-before", "100pct, the -walrelay-before binary", nil, nil, true},
+}
+
+// tracingSettings are the settings this run compares: tracingModes, and
+// tracingBefore with a -walrelay-before binary.
+func (b *bench) tracingSettings() []tracingMode {
+	if b.cfg.walrelayBefore == "" {
+		return tracingModes
+	}
+	return append(append([]tracingMode{}, tracingModes...), tracingBefore...)
+}
+
+// exports reports whether setting m exports spans.
+func (m tracingMode) exports() bool {
+	return !strings.HasPrefix(m.name, "none") && !strings.HasPrefix(m.name, "off")
 }
 
 // TracingRun is one tracing setting over the tracing workload: a drain of
@@ -117,10 +141,11 @@ func (b *bench) runTracing(ctx context.Context) error {
 	for rd := 1; rd <= *tracingRounds && ctx.Err() == nil; rd++ {
 		// N.B. the order rotates: on a busy machine a setting's place in
 		// the round would otherwise be part of its figure.
-		modes := append(append([]tracingMode{}, tracingModes[(rd-1)%len(tracingModes):]...), tracingModes[:(rd-1)%len(tracingModes)]...)
+		all := b.tracingSettings()
+		modes := append(append([]tracingMode{}, all[(rd-1)%len(all):]...), all[:(rd-1)%len(all)]...)
 		runs := make([]TracingRun, len(modes))
 		for i, m := range modes {
-			runs[i] = TracingRun{Round: rd, Mode: m.name, Setting: m.setting, Exports: m.name != "none" && m.name != "off", Rate: *tracingRate}
+			runs[i] = TracingRun{Round: rd, Mode: m.name, Setting: m.setting, Exports: m.exports(), Rate: *tracingRate}
 		}
 		if err := b.tracingDrains(ctx, col, modes, runs, rd); err != nil {
 			errs = append(errs, err)
@@ -359,7 +384,7 @@ func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, co
 		}
 		env = append(env, kv)
 	}
-	if m.name != "none" && m.name != "off" {
+	if m.exports() {
 		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+col.HTTP, "OTEL_SERVICE_NAME=walrelay-bench")
 		env = append(env, m.otel...)
 	}
@@ -374,8 +399,12 @@ func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, co
 	}
 	logf("tracing: starting walrelay (%s)", m.setting)
 	r.t0 = time.Now()
+	bin := b.bin
+	if m.before {
+		bin = b.cfg.walrelayBefore
+	}
 	p, err := rig.StartProc("walrelay", filepath.Join(b.logDir("logs"), slot+"-"+time.Now().Format("150405")+".log"), env,
-		append([]string{b.bin, "run"}, args...)...)
+		append([]string{bin, "run"}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -448,15 +477,19 @@ func tracingTable(res *Results) string {
 	}
 	var sb strings.Builder
 	sb.WriteString("\n## Tracing (OpenTelemetry spans to a real Collector on the same machine)\n\n")
-	fmt.Fprintf(&sb, "Every row carries a sampled writer's context. Medians over the rounds [their range]; percentages against `off` (the column read, no span export). Latency runs at %d events/s.\n\n", res.Tracing[0].Rate)
+	fmt.Fprintf(&sb, "Every row carries a sampled writer's context. Medians over the rounds [their range]; percentages against `off` (the column read, no span export; `100pct-before` against `off-before`, the -walrelay-before binary's). Latency runs at %d events/s.\n\n", res.Tracing[0].Rate)
 	sb.WriteString("| setting | drain events/s | drain CPU µs/event | Collector CPU s (drain) | p50 ms | p99 ms | CPU µs/event at the rate | Collector CPU s |\n|---|---|---|---|---|---|---|---|\n")
-	for _, m := range tracingModes {
+	for _, m := range append(append([]tracingMode{}, tracingModes...), tracingBefore...) {
 		f := figs[m.name]
 		if f == nil {
 			continue
 		}
 		var base fig
-		if m.name != "off" {
+		switch {
+		case m.name == "100pct-before" && figs["off-before"] != nil:
+			// N.B. against the same binary's off.
+			base = *figs["off-before"]
+		case m.name != "off":
 			base = *off
 		}
 		fmt.Fprintf(&sb, "| %s: %s | %s | %s | %s | %s | %s | %s | %s |\n", m.name, m.setting,
