@@ -74,7 +74,9 @@ func BenchmarkRelay(b *testing.B) {
 				var opts []sdktrace.BatchSpanProcessorOption
 				if bc.otlp {
 					var err error
-					if exp, err = otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL), otlptracehttp.WithInsecure()); err != nil {
+					// N.B. the OTLP/HTTP exporter's client under walrelay's
+					// encoding, as NewProvider builds it.
+					if exp, err = newExporter(context.Background(), otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(sink.URL), otlptracehttp.WithInsecure())); err != nil {
 						b.Fatal(err)
 					}
 					// N.B. walrelay's batch processor defaults, as NewProvider sets them.
