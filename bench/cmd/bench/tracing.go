@@ -209,7 +209,12 @@ func (b *bench) tracingDrains(ctx context.Context, col *testbed.Collector, modes
 			return err
 		}
 		col0 := col.CPU()
-		rl, err := b.startTracing(ctx, m, slot, col)
+		profile := ""
+		if b.profiling {
+			// N.B. the drain's profile only (BENCH_PROFILE=1).
+			profile, _ = filepath.Abs(fmt.Sprintf("%s-tracing%d-%s.pprof", b.base, n, m.name))
+		}
+		rl, err := b.startTracing(ctx, m, slot, col, profile)
 		if err != nil {
 			w.Close()
 			r.Error = err.Error()
@@ -299,7 +304,7 @@ func (b *bench) tracingLatency(ctx context.Context, col *testbed.Collector, m tr
 			logf("%v", err)
 		}
 	}()
-	rl, err := b.startTracing(ctx, m, slot, col)
+	rl, err := b.startTracing(ctx, m, slot, col, "")
 	if err != nil {
 		r.Error = err.Error()
 		return
@@ -373,9 +378,10 @@ const gaveUpMetric = `walrelay_trace_flushes_total{outcome="gave_up"}`
 func tracingPrefix(m tracingMode) string { return "tr" + m.name + "." }
 
 // startTracing starts walrelay with setting m on slot (and its
-// publication), its spans, if any, to col over OTLP/HTTP.
-func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, col *testbed.Collector) (*running, error) {
-	args := append(b.walrelayArgs(slot, slot, false, ""), "--topic", tracingPrefix(m)+"${aggregatetype}")
+// publication), its spans, if any, to col over OTLP/HTTP, its CPU
+// profile to profile if not "".
+func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, col *testbed.Collector, profile string) (*running, error) {
+	args := append(b.walrelayArgs(slot, slot, false, profile), "--topic", tracingPrefix(m)+"${aggregatetype}")
 	args = append(args, m.args...)
 	var env []string
 	for _, kv := range os.Environ() {
