@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +26,8 @@ var (
 	tracingRows     = flag.Int("tracing-rows", atoiOr(envOr("BENCH_TRACING_ROWS", ""), 100000), "tracing: single-row transactions in the backlog each setting drains, per round (BENCH_TRACING_ROWS)")
 	tracingRounds   = flag.Int("tracing-rounds", atoiOr(envOr("BENCH_TRACING_ROUNDS", ""), 3), "tracing: rounds, the settings' order rotated each round; the report gives medians (BENCH_TRACING_ROUNDS)")
 	tracingRate     = flag.Int("tracing-rate", atoiOr(envOr("BENCH_TRACING_RATE", ""), 1000), "tracing: events per second of the latency run (BENCH_TRACING_RATE)")
-	tracingDuration = flag.String("tracing-duration", envOr("BENCH_TRACING_DURATION", "20s"), "tracing: how long each setting's latency run writes, after 5 s unmeasured (BENCH_TRACING_DURATION)")
+	tracingDuration = flag.String("tracing-duration", envOr("BENCH_TRACING_DURATION", "20s"), "tracing: how long each setting's latency run writes, after 5 s unmeasured; 0: no latency runs, the drains only (BENCH_TRACING_DURATION)")
+	tracingOnly     = flag.String("tracing-settings", envOr("BENCH_TRACING_SETTINGS", ""), "tracing: the settings to run, comma-separated names (none, off, unsampled, 10pct, 100pct, off-before, 100pct-before); empty: all (BENCH_TRACING_SETTINGS)")
 )
 
 // tracingMode is one tracing setting of walrelay.
@@ -63,10 +65,20 @@ var tracingBefore = []tracingMode{
 // tracingSettings are the settings this run compares: tracingModes, and
 // tracingBefore with a -walrelay-before binary.
 func (b *bench) tracingSettings() []tracingMode {
-	if b.cfg.walrelayBefore == "" {
-		return tracingModes
+	all := tracingModes
+	if b.cfg.walrelayBefore != "" {
+		all = append(append([]tracingMode{}, tracingModes...), tracingBefore...)
 	}
-	return append(append([]tracingMode{}, tracingModes...), tracingBefore...)
+	if *tracingOnly == "" {
+		return all
+	}
+	var some []tracingMode
+	for _, m := range all {
+		if slices.Contains(strings.Split(*tracingOnly, ","), m.name) {
+			some = append(some, m)
+		}
+	}
+	return some
 }
 
 // exports reports whether setting m exports spans.
@@ -124,6 +136,9 @@ func (b *bench) runTracing(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("-tracing-duration %q: %w", *tracingDuration, err)
 	}
+	if len(b.tracingSettings()) == 0 {
+		return fmt.Errorf("-tracing-settings %q: no such setting", *tracingOnly)
+	}
 	if err := b.execSQL(ctx, traceColumnDDL); err != nil {
 		return fmt.Errorf("tracing: add the trace-context column: %w", err)
 	}
@@ -151,7 +166,7 @@ func (b *bench) runTracing(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		for i, m := range modes {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || dur == 0 {
 				break
 			}
 			b.tracingLatency(ctx, col, m, &runs[i], dur, rd)
