@@ -27,6 +27,7 @@ var (
 	tracingRounds   = flag.Int("tracing-rounds", atoiOr(envOr("BENCH_TRACING_ROUNDS", ""), 3), "tracing: rounds, the settings' order rotated each round; the report gives medians (BENCH_TRACING_ROUNDS)")
 	tracingRate     = flag.Int("tracing-rate", atoiOr(envOr("BENCH_TRACING_RATE", ""), 1000), "tracing: events per second of the latency run (BENCH_TRACING_RATE)")
 	tracingDuration = flag.String("tracing-duration", envOr("BENCH_TRACING_DURATION", "20s"), "tracing: how long each setting's latency run writes, after 5 s unmeasured; 0: no latency runs, the drains only (BENCH_TRACING_DURATION)")
+	tracingSpans    = flag.String("tracing-spans-file", envOr("BENCH_TRACING_SPANS_FILE", os.DevNull), "tracing: where the Collector writes the spans it receives (its file exporter's JSON; each setting's service.name is walrelay-bench-SETTING), to count them (BENCH_TRACING_SPANS_FILE)")
 	tracingOnly     = flag.String("tracing-settings", envOr("BENCH_TRACING_SETTINGS", ""), "tracing: the settings to run, comma-separated names (none, off, unsampled, 10pct, 100pct, off-before, 100pct-before); empty: all (BENCH_TRACING_SETTINGS)")
 )
 
@@ -147,7 +148,7 @@ func (b *bench) runTracing(ctx context.Context) error {
 			logf("tracing: drop the trace-context column: %v", err)
 		}
 	}()
-	col, err := testbed.RunCollector(ctx, b.logDir("otelcol"), os.DevNull, logf)
+	col, err := testbed.RunCollector(ctx, b.logDir("otelcol"), *tracingSpans, logf)
 	if err != nil {
 		return err
 	}
@@ -406,7 +407,7 @@ func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, co
 		env = append(env, kv)
 	}
 	if m.exports() {
-		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+col.HTTP, "OTEL_SERVICE_NAME=walrelay-bench")
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+col.HTTP, "OTEL_SERVICE_NAME=walrelay-bench-"+m.name)
 		env = append(env, m.otel...)
 	}
 	r := &running{relay: "walrelay-tracing-" + m.name}
