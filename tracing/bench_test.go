@@ -4,16 +4,22 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/walrelay/walrelay/decode"
 )
@@ -48,38 +54,53 @@ func BenchmarkRelay(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	defer sink.Close()
+	grpcSink := grpcDiscard(b)
 	for _, bc := range []struct {
 		name      string
 		exporting bool
-		otlp      bool
-		contexts  [][]byte
+		// otlp: the exporter, "" the no-op one; "http" and "grpc" walrelay's
+		// (NewProvider's), "http-sdk" the OTLP/HTTP exporter itself (its
+		// conversion to protobuf objects: walrelay's before).
+		otlp     string
+		contexts [][]byte
 		// ratio0: the sampler is traceidratio 0 (not parent-based): a
 		// span is started for every event, and none is sampled.
 		ratio0 bool
 	}{
-		{"not-exporting", false, false, all, false},
-		{"exporting-unsampled-parent", true, false, none, false},
-		{"exporting-unsampled-ratio0", true, false, all, true},
-		{"exporting-100pct", true, false, all, false},
-		{"exporting-10pct", true, false, contexts, false},
-		{"otlp-http-100pct", true, true, all, false},
+		{"not-exporting", false, "", all, false},
+		{"exporting-unsampled-parent", true, "", none, false},
+		{"exporting-unsampled-ratio0", true, "", all, true},
+		{"exporting-100pct", true, "", all, false},
+		{"exporting-10pct", true, "", contexts, false},
+		{"otlp-http-100pct", true, "http", all, false},
+		{"otlp-grpc-100pct", true, "grpc", all, false},
+		{"otlp-http-sdk-100pct", true, "http-sdk", all, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			valid, malformed := counters()
+			var exported atomic.Int64
 			cfg := RelayConfig{Valid: valid, Malformed: malformed}
 			if bc.exporting {
 				// N.B. a provider per run: one shut down would start spans
 				// that record nothing.
 				var exp sdktrace.SpanExporter = tracetest.NewNoopExporter()
 				var opts []sdktrace.BatchSpanProcessorOption
-				if bc.otlp {
-					var err error
-					if exp, err = otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL), otlptracehttp.WithInsecure()); err != nil {
-						b.Fatal(err)
-					}
-					// N.B. walrelay's batch processor defaults, as NewProvider sets them.
+				var err error
+				switch bc.otlp {
+				case "http":
+					exp, err = newExporter(context.Background(), otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(sink.URL), otlptracehttp.WithInsecure()))
+				case "grpc":
+					exp, err = newExporter(context.Background(), otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(grpcSink), otlptracegrpc.WithInsecure()))
+				case "http-sdk":
+					exp, err = otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL), otlptracehttp.WithInsecure())
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if bc.otlp != "" {
 					opts = batchDefaults(func(string) string { return "" })
 				}
+				exp = counted{exp, &exported}
 				popts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp, opts...)}
 				if bc.ratio0 {
 					popts = append(popts, sdktrace.WithSampler(sdktrace.TraceIDRatioBased(0)))
@@ -109,9 +130,59 @@ func BenchmarkRelay(b *testing.B) {
 			// and the garbage collector's included: wall time per op on a
 			// busy machine says little.
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			if bc.exporting {
+				// N.B. the batch processor drops spans when its queue is
+				// full (an exporter starved of CPU): then a span cost less.
+				b.StopTimer()
+				cfg.Provider.(*sdktrace.TracerProvider).ForceFlush(context.Background())
+				b.ReportMetric(float64(exported.Load())/float64(b.N), "exported/op")
+			}
 		})
 	}
 }
+
+// grpcDiscard is an OTLP/gRPC receiver that drops what it is sent; its
+// address.
+func grpcDiscard(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// N.B. the requests are not decoded (discardCodec), as the HTTP
+	// receiver does not decode them: the process's CPU is the sender's.
+	srv := grpc.NewServer(grpc.ForceServerCodec(discardCodec{}))
+	coltracepb.RegisterTraceServiceServer(srv, discardTraces{})
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+type discardTraces struct {
+	coltracepb.UnimplementedTraceServiceServer
+}
+
+func (discardTraces) Export(context.Context, *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// counted counts the spans exp is handed.
+type counted struct {
+	sdktrace.SpanExporter
+	n *atomic.Int64
+}
+
+func (c counted) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	c.n.Add(int64(len(spans)))
+	return c.SpanExporter.ExportSpans(ctx, spans)
+}
+
+// discardCodec reads nothing of a request; it writes responses as
+// protobuf.
+type discardCodec struct{}
+
+func (discardCodec) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
+func (discardCodec) Unmarshal([]byte, any) error   { return nil }
+func (discardCodec) Name() string                  { return "proto" }
 
 // cpuTime is the process's user and system CPU time so far.
 func cpuTime() time.Duration {

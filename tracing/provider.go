@@ -128,13 +128,13 @@ func NewProvider(ctx context.Context, getenv func(string) string, version string
 		return nil, err
 	}
 	p, _ := protocol(getenv)
-	var exp sdktrace.SpanExporter
-	var err error
+	// N.B. the OTLP exporters' clients, configured from the environment
+	// as the exporters are, under walrelay's encoding (exporter).
+	client := otlptracehttp.NewClient()
 	if p == "grpc" {
-		exp, err = otlptracegrpc.New(ctx)
-	} else {
-		exp, err = otlptracehttp.New(ctx)
+		client = otlptracegrpc.NewClient()
 	}
+	exp, err := newExporter(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("%w: create OTLP exporter (%s): %w", ErrConfig, p, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pglogrepl"
 
@@ -139,7 +140,7 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 		// N.B. attributes only on sampled spans, and set once, as the span
 		// ends (spanRecord.end): set here and then added to, the SDK's
 		// attribute slice was allocated twice.
-		r.Context = &spanRecord{Context: ctx, span: span, id: string(ev.ID), key: string(ev.Key), table: ev.Table,
+		r.Context = &spanRecord{Context: ctx, span: span, id: ev.ID, key: ev.Key, table: ev.Table,
 			replayed: tx.CommitTime.Before(t.started),
 			lsn:      tx.CommitLSN, xid: tx.Xid}
 	} else {
@@ -172,8 +173,10 @@ func (t *Relay) DeadLettered(r *kgo.Record, why error) {
 // attributes are made of when it ends.
 type spanRecord struct {
 	context.Context
-	span    trace.Span
-	id, key string
+	span trace.Span
+	// id and key are the event's (decode.Event): read as strings where
+	// they are (bytesString), not copied.
+	id, key []byte
 	table   string
 	lsn     pglogrepl.LSN
 	xid     uint32
@@ -187,8 +190,8 @@ func (t *Relay) end(sr *spanRecord, r *kgo.Record, more ...attribute.KeyValue) {
 	b.kv = append(b.kv[:0], t.fixed...)
 	b.kv = append(b.kv,
 		attribute.String("messaging.destination.name", r.Topic),
-		attribute.String("messaging.message.id", sr.id),
-		attribute.String("messaging.kafka.message.key", sr.key),
+		attribute.String("messaging.message.id", bytesString(sr.id)),
+		attribute.String("messaging.kafka.message.key", bytesString(sr.key)),
 		attribute.Int("messaging.message.body.size", len(r.Value)),
 		attribute.String("db.collection.name", sr.table),
 		attribute.String("db.lsn", lsnString(sr.lsn)),
@@ -204,6 +207,12 @@ func (t *Relay) end(sr *spanRecord, r *kgo.Record, more ...attribute.KeyValue) {
 	t.bufs.Put(b)
 	sr.span.End()
 }
+
+// bytesString is b as a string, without a copy. N.B. only for an event's
+// bytes: decode gives each event an allocation of its own and nothing
+// writes to it after decoding (a record's bytes are not reused), so the
+// string stays as it is for as long as a span's attribute holds it.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // lsnString is lsn as PostgreSQL writes it (pglogrepl's LSN.String),
 // without fmt.

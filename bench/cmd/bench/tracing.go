@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +26,9 @@ var (
 	tracingRows     = flag.Int("tracing-rows", atoiOr(envOr("BENCH_TRACING_ROWS", ""), 100000), "tracing: single-row transactions in the backlog each setting drains, per round (BENCH_TRACING_ROWS)")
 	tracingRounds   = flag.Int("tracing-rounds", atoiOr(envOr("BENCH_TRACING_ROUNDS", ""), 3), "tracing: rounds, the settings' order rotated each round; the report gives medians (BENCH_TRACING_ROUNDS)")
 	tracingRate     = flag.Int("tracing-rate", atoiOr(envOr("BENCH_TRACING_RATE", ""), 1000), "tracing: events per second of the latency run (BENCH_TRACING_RATE)")
-	tracingDuration = flag.String("tracing-duration", envOr("BENCH_TRACING_DURATION", "20s"), "tracing: how long each setting's latency run writes, after 5 s unmeasured (BENCH_TRACING_DURATION)")
+	tracingDuration = flag.String("tracing-duration", envOr("BENCH_TRACING_DURATION", "20s"), "tracing: how long each setting's latency run writes, after 5 s unmeasured; 0: no latency runs, the drains only (BENCH_TRACING_DURATION)")
+	tracingSpans    = flag.String("tracing-spans-file", envOr("BENCH_TRACING_SPANS_FILE", os.DevNull), "tracing: where the Collector writes the spans it receives (its file exporter's JSON; each setting's service.name is walrelay-bench-SETTING), to count them (BENCH_TRACING_SPANS_FILE)")
+	tracingOnly     = flag.String("tracing-settings", envOr("BENCH_TRACING_SETTINGS", ""), "tracing: the settings to run, comma-separated names (none, off, unsampled, 10pct, 100pct, off-before, 100pct-before); empty: all (BENCH_TRACING_SETTINGS)")
 )
 
 // tracingMode is one tracing setting of walrelay.
@@ -33,6 +36,9 @@ type tracingMode struct {
 	name, setting string
 	args          []string // more walrelay run flags
 	otel          []string // OTEL_* environment; the Collector's endpoint added
+	// before: run -walrelay-before's binary (BENCH_WALRELAY_BEFORE), not
+	// the tree's.
+	before bool
 }
 
 // tracingModes are compared side by side, every row carrying a sampled
@@ -43,11 +49,42 @@ type tracingMode struct {
 // (ratio 0.1, the parent ignored), every event sampled (the default
 // parent-based sampler following the writers).
 var tracingModes = []tracingMode{
-	{"none", "--trace-context-column -", []string{"--trace-context-column", "-"}, nil},
-	{"off", "no OTEL_* (headers copied)", nil, nil},
-	{"unsampled", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0"}},
-	{"10pct", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0.1", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.1"}},
-	{"100pct", "default sampler, writers sampled", nil, nil},
+	{"none", "--trace-context-column -", []string{"--trace-context-column", "-"}, nil, false},
+	{"off", "no OTEL_* (headers copied)", nil, nil, false},
+	{"unsampled", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0"}, false},
+	{"10pct", "OTEL_TRACES_SAMPLER=traceidratio, ARG 0.1", nil, []string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.1"}, false},
+	{"100pct", "default sampler, writers sampled", nil, nil, false},
+}
+
+// tracingBefore are the settings run with -walrelay-before's binary too,
+// when given, for before/after figures of a change from one run.
+var tracingBefore = []tracingMode{
+	{"off-before", "off, the -walrelay-before binary", nil, nil, true},
+	{"100pct-before", "100pct, the -walrelay-before binary", nil, nil, true},
+}
+
+// tracingSettings are the settings this run compares: tracingModes, and
+// tracingBefore with a -walrelay-before binary.
+func (b *bench) tracingSettings() []tracingMode {
+	all := tracingModes
+	if b.cfg.walrelayBefore != "" {
+		all = append(append([]tracingMode{}, tracingModes...), tracingBefore...)
+	}
+	if *tracingOnly == "" {
+		return all
+	}
+	var some []tracingMode
+	for _, m := range all {
+		if slices.Contains(strings.Split(*tracingOnly, ","), m.name) {
+			some = append(some, m)
+		}
+	}
+	return some
+}
+
+// exports reports whether setting m exports spans.
+func (m tracingMode) exports() bool {
+	return !strings.HasPrefix(m.name, "none") && !strings.HasPrefix(m.name, "off")
 }
 
 // TracingRun is one tracing setting over the tracing workload: a drain of
@@ -100,6 +137,9 @@ func (b *bench) runTracing(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("-tracing-duration %q: %w", *tracingDuration, err)
 	}
+	if len(b.tracingSettings()) == 0 {
+		return fmt.Errorf("-tracing-settings %q: no such setting", *tracingOnly)
+	}
 	if err := b.execSQL(ctx, traceColumnDDL); err != nil {
 		return fmt.Errorf("tracing: add the trace-context column: %w", err)
 	}
@@ -108,7 +148,7 @@ func (b *bench) runTracing(ctx context.Context) error {
 			logf("tracing: drop the trace-context column: %v", err)
 		}
 	}()
-	col, err := testbed.RunCollector(ctx, b.logDir("otelcol"), os.DevNull, logf)
+	col, err := testbed.RunCollector(ctx, b.logDir("otelcol"), *tracingSpans, logf)
 	if err != nil {
 		return err
 	}
@@ -117,16 +157,17 @@ func (b *bench) runTracing(ctx context.Context) error {
 	for rd := 1; rd <= *tracingRounds && ctx.Err() == nil; rd++ {
 		// N.B. the order rotates: on a busy machine a setting's place in
 		// the round would otherwise be part of its figure.
-		modes := append(append([]tracingMode{}, tracingModes[(rd-1)%len(tracingModes):]...), tracingModes[:(rd-1)%len(tracingModes)]...)
+		all := b.tracingSettings()
+		modes := append(append([]tracingMode{}, all[(rd-1)%len(all):]...), all[:(rd-1)%len(all)]...)
 		runs := make([]TracingRun, len(modes))
 		for i, m := range modes {
-			runs[i] = TracingRun{Round: rd, Mode: m.name, Setting: m.setting, Exports: m.name != "none" && m.name != "off", Rate: *tracingRate}
+			runs[i] = TracingRun{Round: rd, Mode: m.name, Setting: m.setting, Exports: m.exports(), Rate: *tracingRate}
 		}
 		if err := b.tracingDrains(ctx, col, modes, runs, rd); err != nil {
 			errs = append(errs, err)
 		}
 		for i, m := range modes {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || dur == 0 {
 				break
 			}
 			b.tracingLatency(ctx, col, m, &runs[i], dur, rd)
@@ -184,7 +225,12 @@ func (b *bench) tracingDrains(ctx context.Context, col *testbed.Collector, modes
 			return err
 		}
 		col0 := col.CPU()
-		rl, err := b.startTracing(ctx, m, slot, col)
+		profile := ""
+		if b.profiling {
+			// N.B. the drain's profile only (BENCH_PROFILE=1).
+			profile, _ = filepath.Abs(fmt.Sprintf("%s-tracing%d-%s.pprof", b.base, n, m.name))
+		}
+		rl, err := b.startTracing(ctx, m, slot, col, profile)
 		if err != nil {
 			w.Close()
 			r.Error = err.Error()
@@ -274,7 +320,7 @@ func (b *bench) tracingLatency(ctx context.Context, col *testbed.Collector, m tr
 			logf("%v", err)
 		}
 	}()
-	rl, err := b.startTracing(ctx, m, slot, col)
+	rl, err := b.startTracing(ctx, m, slot, col, "")
 	if err != nil {
 		r.Error = err.Error()
 		return
@@ -348,9 +394,10 @@ const gaveUpMetric = `walrelay_trace_flushes_total{outcome="gave_up"}`
 func tracingPrefix(m tracingMode) string { return "tr" + m.name + "." }
 
 // startTracing starts walrelay with setting m on slot (and its
-// publication), its spans, if any, to col over OTLP/HTTP.
-func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, col *testbed.Collector) (*running, error) {
-	args := append(b.walrelayArgs(slot, slot, false, ""), "--topic", tracingPrefix(m)+"${aggregatetype}")
+// publication), its spans, if any, to col over OTLP/HTTP, its CPU
+// profile to profile if not "".
+func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, col *testbed.Collector, profile string) (*running, error) {
+	args := append(b.walrelayArgs(slot, slot, false, profile), "--topic", tracingPrefix(m)+"${aggregatetype}")
 	args = append(args, m.args...)
 	var env []string
 	for _, kv := range os.Environ() {
@@ -359,8 +406,8 @@ func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, co
 		}
 		env = append(env, kv)
 	}
-	if m.name != "none" && m.name != "off" {
-		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+col.HTTP, "OTEL_SERVICE_NAME=walrelay-bench")
+	if m.exports() {
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+col.HTTP, "OTEL_SERVICE_NAME=walrelay-bench-"+m.name)
 		env = append(env, m.otel...)
 	}
 	r := &running{relay: "walrelay-tracing-" + m.name}
@@ -374,8 +421,12 @@ func (b *bench) startTracing(ctx context.Context, m tracingMode, slot string, co
 	}
 	logf("tracing: starting walrelay (%s)", m.setting)
 	r.t0 = time.Now()
+	bin := b.bin
+	if m.before {
+		bin = b.cfg.walrelayBefore
+	}
 	p, err := rig.StartProc("walrelay", filepath.Join(b.logDir("logs"), slot+"-"+time.Now().Format("150405")+".log"), env,
-		append([]string{b.bin, "run"}, args...)...)
+		append([]string{bin, "run"}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -448,15 +499,19 @@ func tracingTable(res *Results) string {
 	}
 	var sb strings.Builder
 	sb.WriteString("\n## Tracing (OpenTelemetry spans to a real Collector on the same machine)\n\n")
-	fmt.Fprintf(&sb, "Every row carries a sampled writer's context. Medians over the rounds [their range]; percentages against `off` (the column read, no span export). Latency runs at %d events/s.\n\n", res.Tracing[0].Rate)
+	fmt.Fprintf(&sb, "Every row carries a sampled writer's context. Medians over the rounds [their range]; percentages against `off` (the column read, no span export; `100pct-before` against `off-before`, the -walrelay-before binary's). Latency runs at %d events/s.\n\n", res.Tracing[0].Rate)
 	sb.WriteString("| setting | drain events/s | drain CPU µs/event | Collector CPU s (drain) | p50 ms | p99 ms | CPU µs/event at the rate | Collector CPU s |\n|---|---|---|---|---|---|---|---|\n")
-	for _, m := range tracingModes {
+	for _, m := range append(append([]tracingMode{}, tracingModes...), tracingBefore...) {
 		f := figs[m.name]
 		if f == nil {
 			continue
 		}
 		var base fig
-		if m.name != "off" {
+		switch {
+		case m.name == "100pct-before" && figs["off-before"] != nil:
+			// N.B. against the same binary's off.
+			base = *figs["off-before"]
+		case m.name != "off":
 			base = *off
 		}
 		fmt.Fprintf(&sb, "| %s: %s | %s | %s | %s | %s | %s | %s | %s |\n", m.name, m.setting,
