@@ -43,6 +43,7 @@ func (f *fleet) Ready() (bool, string) {
 			bad = append(bad, m.name+": "+why)
 		}
 	}
+	bad = append(bad, f.inflightWaits()...) // budget.go
 	if len(bad) > 0 {
 		return false, "not ready: " + strings.Join(bad, "\n")
 	}

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/budget"
 	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/pipeline"
@@ -69,6 +70,9 @@ type member struct {
 	rate    rate
 	history history // the status page's chart
 	db      string  // the database's name, for the status page
+	// inflight is its account of the process's in-flight bound, nil
+	// when there is none (budget.go).
+	inflight *budget.Account
 }
 
 // Main runs the pipelines of c.File until a signal or until every one has
@@ -82,7 +86,8 @@ func Main(c Command) int {
 		return exitConfig
 	}
 	plans, ms := load(data, c.Flags, c.Pipeline)
-	if len(ms) > 0 {
+	pool, bms := processInflight(data, c.Pipeline, plans) // budget.go
+	if ms = append(ms, bms...); len(ms) > 0 {
 		fmt.Fprintf(c.Stderr, "walrelay: invalid configuration in %s:\n%s", c.File, format(c.File, ms))
 		return exitConfig
 	}
@@ -101,13 +106,15 @@ func Main(c Command) int {
 	for _, w := range plans[0].warnings {
 		log.Warn(w)
 	}
-	f := &fleet{log: log}
+	f := &fleet{log: log, pool: pool}
+	defer closeKafka(shareKafka(plans, log)) // kafka.go
 	var limit int64
 	for _, p := range plans {
 		m := metrics.New()
 		m.SetBuildInfo(c.Version, runtime.Version())
 		p.cfg.Metrics = m
 		mem := &member{name: p.name, slot: p.cfg.Replication.Slot, db: databaseName(p.cfg.Replication.ConnString), metrics: m, log: log.With(zap.String("pipeline", p.name))}
+		mem.inflight = inflightAccount(pool, &p.cfg, m) // budget.go
 		m.ReadStopped(func() float64 {
 			if mem.stopped.Load() != nil {
 				return 1
@@ -128,7 +135,7 @@ func Main(c Command) int {
 	// N.B. as pipeline.SetMemoryLimit, for the pipelines together: each
 	// one's in-flight bound, replication buffer and headroom.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(limit)
+		debug.SetMemoryLimit(processMemoryLimit(limit, plans, pool))
 	}
 	hctx, hcancel := context.WithCancel(context.Background())
 	defer hcancel()
@@ -141,12 +148,14 @@ func Main(c Command) int {
 		}
 		log.Info("serving /pipelines", zap.String("addr", addr))
 	}
+	go f.watchInflight(hctx) // budget.go
 	return f.run(c.Signals)
 }
 
 // fleet is the running pipelines.
 type fleet struct {
 	log      *zap.Logger
+	pool     *budget.Pool // the process's in-flight bound, nil: none (budget.go)
 	members  []*member
 	shutdown time.Duration // the longest of the pipelines' shutdown timeouts
 }

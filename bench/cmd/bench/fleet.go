@@ -96,6 +96,16 @@ func (b *bench) runFleet(ctx context.Context) error {
 	run := time.Now().Format("150405")
 	fr := &FleetRun{Requested: b.cfg.fleetPipelines, Backlog: b.cfg.fleetBacklog}
 	b.res.Fleet = fr
+	// N.B. on a PostgreSQL of its own, whose limits fit the pipelines
+	// (fleetpg.go); the bench's other workloads keep the bed's.
+	pg, err := b.fleetPostgresFor(ctx, b.cfg.fleetPipelines, b.cfg.fleetDrain)
+	if err != nil {
+		return err
+	}
+	defer pg.stop()
+	bedURL := b.env.PGURL
+	b.env.PGURL = pg.url
+	defer func() { b.env.PGURL = bedURL }()
 	n, limit, err := b.fleetCap(ctx, b.cfg.fleetPipelines)
 	if err != nil {
 		return err
