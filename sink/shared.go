@@ -46,15 +46,20 @@ type SharedClient struct {
 }
 
 // SharedKey says which pipelines may share a client: those whose client
-// options are equal (brokers, security, client id, compression, linger,
-// batch cap). Exactly-once pipelines and the null sink have their own.
+// options are equal (brokers, client id, compression, linger, batch cap).
+// Exactly-once pipelines have their own.
+//
+// N.B. not Config.Kafka (TLS and SASL, resolved into options that do not
+// compare): the caller shares a client only among pipelines of one
+// security (package fleet: it is process-wide), and the client takes the
+// first one's.
 func SharedKey(c Config) (key string, ok bool) {
 	if c.ExactlyOnce {
 		return "", false
 	}
 	c = c.withDefaults()
-	return fmt.Sprintf("brokers=%s client-id=%s compression=%s linger=%s max-message-bytes=%d kafka=%+v",
-		strings.Join(c.Brokers, ","), c.ClientID, c.Compression, c.Linger, c.MaxMessageBytes, c.Kafka), true
+	return fmt.Sprintf("brokers=%s client-id=%s compression=%s linger=%s max-message-bytes=%d",
+		strings.Join(c.Brokers, ","), c.ClientID, c.Compression, c.Linger, c.MaxMessageBytes), true
 }
 
 // NewSharedClient returns a shared client of cfg's Kafka settings; it
