@@ -385,8 +385,10 @@ func (s *Sink) Close() {
 		close(s.closing)
 		s.delivery.close()
 		if s.sh != nil {
-			// N.B. never the shared client's Close: its records held
-			// back (s.held) fail, the other sinks' go on.
+			// N.B. never the shared client's Close, which would fail
+			// the other sinks' records: this sink's, held back
+			// (s.held), fail where the client gives up on them, else
+			// go as duplicates of what its next attempt sends again.
 			s.hold()
 			s.sh.leave(s)
 		} else {
