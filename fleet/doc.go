@@ -5,7 +5,9 @@
 // TLS and SASL), defaults: and pipelines:, each setting named by its
 // `walrelay run` flag and parsed by that flag's own value and validation.
 // Output: one pipeline.Relay per pipeline, each with its own PostgreSQL
-// connections, slot and Kafka clients, run side by side; /readyz (and
+// connections and slot, run side by side, the at-least-once pipelines of
+// equal Kafka settings producing through one shared client (kafka.go), all
+// within the process's in-flight bound (budget.go); /readyz (and
 // /readyz/NAME, one pipeline's), /metrics
 // (every walrelay series labelled pipeline=NAME), /pipelines and the status
 // page at / over all of them (the page a single walrelay's too); `walrelay

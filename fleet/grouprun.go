@@ -202,6 +202,9 @@ func newMemberMetrics(m *member, version string) *metrics.Metrics {
 		}
 		return 0
 	})
+	if m.inflight != nil {
+		readInflightWait(mets, m.inflight) // budget.go
+	}
 	return mets
 }
 

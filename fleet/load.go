@@ -83,6 +83,7 @@ func load(data []byte, top *flag.FlagSet, newPipeline NewPipeline) ([]plan, []mi
 			}
 		case e.key == keyName:
 			l.add(mistake{line: e.line, msg: "name: belongs to a pipeline: under pipelines:, e.g. - name: orders"})
+		case e.key == inflightKey: // the process's, checked by processInflight (budget.go)
 		case e.key != configFlag && scratch.Lookup(e.key) != nil:
 			l.add(mistake{line: e.line, msg: e.key + ": is a pipeline's setting: put it under defaults: (every pipeline) or under a pipeline"})
 		default:

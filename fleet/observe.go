@@ -47,6 +47,7 @@ func (f *fleet) Ready() (bool, string) {
 			bad = append(bad, strings.TrimPrefix(why, "not ready: "))
 		}
 	}
+	bad = append(bad, f.inflightWaits()...) // budget.go
 	if len(bad) > 0 {
 		return false, "not ready: " + strings.Join(bad, "\n")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/budget"
 	"github.com/walrelay/walrelay/internal/httpserve"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/pipeline"
@@ -78,6 +79,9 @@ type member struct {
 	db      string  // the database's name, for the status page
 	grouped bool    // the fleet has a group: run only when assigned here
 	used    bool    // relay has run (grouprun.go)
+	// inflight is its account of the process's in-flight bound, nil
+	// when there is none (budget.go).
+	inflight *budget.Account
 }
 
 // live is m's relay and metrics.
@@ -98,7 +102,8 @@ func Main(c Command) int {
 		return exitConfig
 	}
 	plans, ms := load(data, c.Flags, c.Pipeline)
-	if len(ms) > 0 {
+	pool, bms := processInflight(data, c.Pipeline, plans) // budget.go
+	if ms = append(ms, bms...); len(ms) > 0 {
 		fmt.Fprintf(c.Stderr, "walrelay: invalid configuration in %s:\n%s", c.File, format(c.File, ms))
 		return exitConfig
 	}
@@ -118,11 +123,14 @@ func Main(c Command) int {
 	for _, w := range plans[0].warnings {
 		log.Warn(w)
 	}
-	f := &fleet{log: log}
+	f := &fleet{log: log, pool: pool}
+	defer closeKafka(shareKafka(plans, log)) // kafka.go
 	var limit int64
 	group := groupOf(data)
-	for _, p := range plans {
+	for i := range plans {
+		p := &plans[i] // N.B. its cfg as the group's later relays get it too
 		mem := &member{name: p.name, slot: p.cfg.Replication.Slot, db: databaseName(p.cfg.Replication.ConnString), log: log.With(zap.String("pipeline", p.name)), grouped: group != ""}
+		mem.inflight = inflightAccount(pool, &p.cfg) // budget.go
 		mem.metrics = newMemberMetrics(mem, c.Version)
 		p.cfg.Metrics = mem.metrics
 		if mem.relay, err = pipeline.New(p.cfg, mem.log); err != nil {
@@ -139,7 +147,7 @@ func Main(c Command) int {
 	// N.B. as pipeline.SetMemoryLimit, for the pipelines together: each
 	// one's in-flight bound, replication buffer and headroom.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(limit)
+		debug.SetMemoryLimit(processMemoryLimit(limit, plans, pool))
 	}
 	var g *groupRun
 	if group != "" {
@@ -159,6 +167,7 @@ func Main(c Command) int {
 		}
 		log.Info("serving /pipelines", zap.String("addr", addr))
 	}
+	go f.watchInflight(hctx) // budget.go
 	if g != nil {
 		return g.run(groupOpts(plans), c.Signals, f.sample)
 	}
@@ -168,7 +177,8 @@ func Main(c Command) int {
 // fleet is the running pipelines.
 type fleet struct {
 	log      *zap.Logger
-	group    *groupRun // nil: every pipeline runs here
+	group    *groupRun    // nil: every pipeline runs here
+	pool     *budget.Pool // the process's in-flight bound, nil: none (budget.go)
 	members  []*member
 	shutdown time.Duration // the longest of the pipelines' shutdown timeouts
 }

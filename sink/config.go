@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/decode"
+	"github.com/walrelay/walrelay/internal/budget"
 )
 
 // Config configures the Kafka producer: what a user sets, validated.
@@ -85,6 +86,17 @@ type Config struct {
 	OnPoison string
 	// DeadLetterTopic receives poison events. Default "walrelay.dlq".
 	DeadLetterTopic string
+
+	// Shared, if set, is the Kafka client the sink produces through,
+	// shared with other pipelines (shared.go; set by package fleet, not a
+	// user's setting); an exactly-once sink ignores it. Default nil: a
+	// client of its own.
+	Shared *SharedClient
+	// InflightPool, if set, is the pipeline's account of the process's
+	// in-flight bound (package fleet's max-inflight-bytes at the top of its
+	// file), which the records count against besides MaxInflightBytes.
+	// Default nil: none.
+	InflightPool *budget.Account
 
 	// ExactlyOnce produces inside Kafka transactions with a checkpoint
 	// record, confirming a transaction only after its Kafka transaction

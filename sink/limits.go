@@ -49,6 +49,7 @@ func (s *Sink) storeLimits(topic string, c topicConf) {
 	s.limits.m.Store(topic, c.maxBytes)
 	s.limits.stamps.Store(topic, c.stamp)
 	s.known[topic] = c.maxBytes
+	s.topics.Store(topic, true) // shared.go
 }
 
 // batchMax is the record batch cap of topic.

@@ -68,6 +68,10 @@ func (s *Sink) sendLingering() {
 	s.flushDone = done
 	go func() {
 		defer close(done)
+		if s.sh != nil {
+			_ = s.flushOwn(context.Background()) // shared.go: not the others' records
+			return
+		}
 		_ = s.cl.Flush(context.Background())
 	}()
 }

@@ -91,6 +91,11 @@ type Sink struct {
 	// record buffered after them is sent.
 	held context.Context
 	hold context.CancelFunc
+
+	// sh is the shared client the sink produces through (shared.go), nil
+	// when it has its own; topics are those it checked (topic → true).
+	sh     *sharedGen
+	topics sync.Map
 }
 
 // New builds a client; it does not connect until Ping or Produce.
@@ -105,6 +110,8 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 	log = log.Named("sink")
 	limits := &topicLimits{def: cfg.MaxMessageBytes}
 	held, hold := context.WithCancel(context.Background())
+	ref := &sinkRef{}
+	held = context.WithValue(held, sinkKey{}, ref) // shared.go
 	var s *Sink
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -156,7 +163,17 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 	// a batch (see held): last, so that no option replaces it.
 	opts = append(opts, deps.Opts...)
 	opts = append(opts, kgo.WithLogger(zapLogger{l: log.Named("kgo"), batchFailed: func(topic string) { s.batchFailed(topic) }}))
-	cl, err := kgo.NewClient(opts...)
+	var sh *sharedGen
+	var cl *kgo.Client
+	var err error
+	if cfg.Shared.shares(cfg, deps) {
+		// N.B. the fleet's client of these settings (shared.go).
+		if sh, err = cfg.Shared.acquire(); err == nil {
+			cl, limits = sh.cl, sh.limits
+		}
+	} else {
+		cl, err = kgo.NewClient(opts...)
+	}
 	if err != nil {
 		hold()
 		return nil, fmt.Errorf("kafka client: %w", err)
@@ -175,7 +192,8 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 		held:       held,
 		hold:       hold,
 		closing:    make(chan struct{}),
-		budget:     budget.New(int64(cfg.MaxInflightBytes)),
+		budget:     budget.NewIn(int64(cfg.MaxInflightBytes), cfg.InflightPool),
+		sh:         sh,
 		limits:     limits,
 		handoffAge: cfg.DeliveryTimeout / 16,
 		rate:       rate.PerWait(lingerWorth, cfg.Linger),
@@ -200,6 +218,10 @@ func New(cfg Config, deps Deps, log *zap.Logger) (*Sink, error) {
 			zap.Strings("topics", slices.Sorted(maps.Keys(topics))), zap.Stringer("through_commit_lsn", through))
 	}
 	s.stampThrough, s.stampTopics = s.iso.stamping()
+	ref.s.Store(s)
+	if sh != nil {
+		sh.bind(s)
+	}
 	go s.watchdog()
 	return s, nil
 }
@@ -326,6 +348,12 @@ func (s *Sink) Flush(ctx context.Context) error {
 	if err := s.delivery.flush(ctx); err != nil {
 		return err
 	}
+	if s.sh != nil {
+		if err := s.flushOwn(ctx); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+		return s.Err()
+	}
 	if err := s.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
@@ -356,7 +384,16 @@ func (s *Sink) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.delivery.close()
-		s.cl.Close()
+		if s.sh != nil {
+			// N.B. never the shared client's Close, which would fail
+			// the other sinks' records: this sink's, held back
+			// (s.held), fail where the client gives up on them, else
+			// go as duplicates of what its next attempt sends again.
+			s.hold()
+			s.sh.leave(s)
+		} else {
+			s.cl.Close()
+		}
 		s.hold()
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/bench/internal/rig"
+	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/proc"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -42,7 +44,15 @@ type FleetPhase struct {
 	AchievedRate float64 `json:"achieved_events_per_s,omitempty"`
 	Events       int64   `json:"events,omitempty"`
 	CatchUpS     float64 `json:"writes_end_to_all_confirmed_s,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	// CPUPer1000 is walrelay's CPU seconds from the writers' start until
+	// every slot is confirmed past the writes, per 1,000 events: what the
+	// events cost when the writers (on the same cores) fall short of the
+	// target rate and walrelay catches up after them.
+	CPUPer1000 float64 `json:"cpu_s_per_1000_events,omitempty"`
+	// KafkaConns is the TCP connections walrelay holds to the brokers
+	// (/proc), idle phases.
+	KafkaConns int    `json:"kafka_connections,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // FleetDrain is Pipelines backlogs drained at once, by one walrelay
@@ -96,6 +106,16 @@ func (b *bench) runFleet(ctx context.Context) error {
 	run := time.Now().Format("150405")
 	fr := &FleetRun{Requested: b.cfg.fleetPipelines, Backlog: b.cfg.fleetBacklog}
 	b.res.Fleet = fr
+	// N.B. on a PostgreSQL of its own, whose limits fit the pipelines
+	// (fleetpg.go); the bench's other workloads keep the bed's.
+	pg, err := b.fleetPostgresFor(ctx, b.cfg.fleetPipelines, b.cfg.fleetDrain)
+	if err != nil {
+		return err
+	}
+	defer pg.stop()
+	bedURL := b.env.PGURL
+	b.env.PGURL = pg.url
+	defer func() { b.env.PGURL = bedURL }()
 	n, limit, err := b.fleetCap(ctx, b.cfg.fleetPipelines)
 	if err != nil {
 		return err
@@ -269,6 +289,7 @@ func (b *bench) fleetPhases(ctx context.Context, dsns, slots []string, typ strin
 	time.Sleep(5 * time.Second)
 	idle := b.fleetWindow(ctx, p, FleetPhase{Kind: "idle", Pipelines: len(dsns), ReadyS: round(ready, 1)}, fleetIdleWindow, nil)
 	idle.PGConnsPerPipeline = b.fleetConns(ctx, len(dsns))
+	idle.KafkaConns = b.kafkaConns(p.Pid())
 	logf("fleet: %d pipelines idle: RSS %.1f MiB (anon %.1f), %.3f cores, ready after %.1f s, %.1f connections a pipeline",
 		len(dsns), idle.RSSMiB, idle.AnonMiB, idle.CPUCores, idle.ReadyS, idle.PGConnsPerPipeline)
 	out := []FleetPhase{idle}
@@ -297,6 +318,7 @@ func (b *bench) fleetPhases(ctx context.Context, dsns, slots []string, typ strin
 		}
 	}
 	ph := FleetPhase{Kind: "load", Pipelines: len(dsns), TargetRate: fleetRatePerPipeline * len(dsns)}
+	c0 := proc.CPUSeconds(p.Pid())
 	ph = b.fleetWindow(ctx, p, ph, fleetLoadWindow, func() { writers() })
 	stopWriters()
 	wg.Wait()
@@ -310,6 +332,9 @@ func (b *bench) fleetPhases(ctx context.Context, dsns, slots []string, typ strin
 		ph.Error = err.Error()
 	}
 	ph.CatchUpS = round(time.Since(t).Seconds(), 1)
+	if ph.Events > 0 {
+		ph.CPUPer1000 = round((proc.CPUSeconds(p.Pid())-c0)/float64(ph.Events)*1000, 4)
+	}
 	logf("fleet: %d pipelines at %d events/s (achieved %.0f): RSS %.1f MiB (anon %.1f), %.3f cores; all confirmed %.1f s after the writes%s",
 		len(dsns), ph.TargetRate, ph.AchievedRate, ph.RSSMiB, ph.AnonMiB, ph.CPUCores, ph.CatchUpS, errSuffix(ph.Error))
 	return append(out, ph), ready, nil
@@ -376,6 +401,28 @@ func (b *bench) fleetConns(ctx context.Context, n int) float64 {
 		return 0
 	}
 	return round(float64(c)/float64(n), 1)
+}
+
+// kafkaConns counts the TCP connections process pid holds to the bed's
+// brokers (-1 when /proc cannot say).
+func (b *bench) kafkaConns(pid int) int {
+	peers, err := harness.TCPPeers(pid)
+	if err != nil {
+		return -1
+	}
+	ports := map[string]bool{}
+	for _, br := range b.env.Brokers {
+		if _, port, err := net.SplitHostPort(br); err == nil {
+			ports[port] = true
+		}
+	}
+	n := 0
+	for _, a := range peers {
+		if _, port, err := net.SplitHostPort(a); err == nil && ports[port] {
+			n++
+		}
+	}
+	return n
 }
 
 // fleetWriter writes fleetRatePerPipeline events a second to dsn until ctx
@@ -620,7 +667,17 @@ func fleetTable(res *Results) string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %.3f | %s | %s | %s | %s |\n", kind, p.Pipelines, rss(p.RSSMiB, p.AnonMiB), p.CPUCores, rate, f1(p.ReadyS), f1(p.PGConnsPerPipeline), f1(p.CatchUpS))
 	}
-	fmt.Fprintf(&b, "\nRSS per idle pipeline above one pipeline's: %.2f MiB (goal: at most 3).\n\n", fr.PerIdlePipelineMiB)
+	fmt.Fprintf(&b, "\nRSS per idle pipeline above one pipeline's: %.2f MiB (goal: at most 3).\n", fr.PerIdlePipelineMiB)
+	for _, p := range fr.Phases {
+		if p.KafkaConns > 0 {
+			fmt.Fprintf(&b, "%d pipelines idle: %d connections to Kafka.\n", p.Pipelines, p.KafkaConns)
+		}
+		if p.CPUPer1000 > 0 {
+			fmt.Fprintf(&b, "Under load: %.4f CPU s per 1,000 events, from the writers' start to every slot confirmed (%.2f cores at the target rate).\n",
+				p.CPUPer1000, p.CPUPer1000*float64(p.TargetRate)/1000)
+		}
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "Drains at once, %d single-row transactions a database, both on the same WAL (two slots a database, one publication):\n\n", fr.Backlog)
 	b.WriteString("| relay | pipelines | events | s (from the start) | events/s | start to all streaming s | events/s from all streaming | CPU s | peak RSS MiB |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, d := range fr.Drains {

@@ -183,6 +183,13 @@ func (e *Env) CollectRE(t *testing.T, re string) *Collector {
 	return c
 }
 
+// Stop ends the reading (as the test's end does): for a collector whose
+// topics a test deletes.
+func (c *Collector) Stop() {
+	c.stop()
+	<-c.done
+}
+
 // Len is the number of records read so far.
 func (c *Collector) Len() int {
 	c.mu.Lock()
