@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -91,9 +92,10 @@ type sharedGen struct {
 	mu     sync.Mutex
 	// members are the sinks using the client; refs counts those joining
 	// too, so that a retired client is closed after the last.
-	members map[*Sink]bool
-	refs    int
-	retired bool
+	members   map[*Sink]bool
+	refs      int
+	retired   bool
+	closeOnce sync.Once
 }
 
 // shares reports whether a sink of cfg produces through c.
@@ -158,12 +160,46 @@ func (g *sharedGen) bind(s *Sink) {
 	g.mu.Unlock()
 }
 
-// leave takes s off the client. A sink that failed on Kafka retires the
+// sharedCloseWait bounds how long a closing sink waits for its records
+// still in the shared client (release).
+const sharedCloseWait = time.Second
+
+// release takes a closing sink off the client. Its records the client
+// has not sent fail at once (s.held is cancelled), but an idempotent
+// producer cannot fail those already in a produce request: the client
+// retries them until the broker answers. Left behind, they could reach
+// Kafka after what the pipeline's next attempt (or the replica that
+// takes its slot over) sends again, and a record failed by its
+// cancelled context fails every record buffered after it in its
+// partition, the next attempt's too (TestFleetGroupFaults found both:
+// an event three times, the new attempt restarted by the old one's
+// records). So the sink waits for its own records to be acknowledged or
+// failed, at most sharedCloseWait; if some are still in the client then,
+// the client is closed as a client of its own would be: its other sinks'
+// records fail and those pipelines restart from their confirmed
+// positions, as after a Kafka failure, and nothing of this sink's is
+// retried later.
+func (g *sharedGen) release(s *Sink) {
+	s.hold()
+	t := time.NewTimer(sharedCloseWait)
+	defer t.Stop()
+	select {
+	case <-s.budget.Drained():
+		g.leave(s, false)
+	case <-t.C:
+		s.log.Warn("closing the kafka client shared with other pipelines: records of this pipeline are still in a produce request, and must not reach kafka after its next attempt's; the other pipelines on it restart from their confirmed positions",
+			zap.Int64("inflight_bytes", s.budget.Used()))
+		g.leave(s, true)
+	}
+}
+
+// leave takes s off the client; closeNow closes the client at once
+// (release). A sink that failed on Kafka retires the
 // client: its next attempt gets a new one, as a client of its own would
 // be discarded, in case what failed was the client's (its producer id,
 // a partition it gave up on).
-func (g *sharedGen) leave(s *Sink) {
-	if err := s.Err(); err != nil && !errors.Is(err, context.Canceled) {
+func (g *sharedGen) leave(s *Sink, closeNow bool) {
+	if err := s.Err(); closeNow || err != nil && !errors.Is(err, context.Canceled) {
 		g.c.mu.Lock()
 		if g.c.cur == g {
 			g.c.cur = nil
@@ -177,12 +213,15 @@ func (g *sharedGen) leave(s *Sink) {
 	g.mu.Lock()
 	delete(g.members, s)
 	g.refs--
-	closeNow := g.retired && g.refs == 0
+	closeNow = closeNow || g.retired && g.refs == 0
 	g.mu.Unlock()
 	if closeNow {
-		g.cl.Close()
+		g.close()
 	}
 }
+
+// close closes the client once.
+func (g *sharedGen) close() { g.closeOnce.Do(g.cl.Close) }
 
 // retire closes the client once no sink uses it.
 func (g *sharedGen) retire() {
@@ -191,7 +230,7 @@ func (g *sharedGen) retire() {
 	closeNow := g.refs == 0
 	g.mu.Unlock()
 	if closeNow {
-		g.cl.Close()
+		g.close()
 	}
 }
 

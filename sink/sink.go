@@ -385,12 +385,9 @@ func (s *Sink) Close() {
 		close(s.closing)
 		s.delivery.close()
 		if s.sh != nil {
-			// N.B. never the shared client's Close, which would fail
-			// the other sinks' records: this sink's, held back
-			// (s.held), fail where the client gives up on them, else
-			// go as duplicates of what its next attempt sends again.
-			s.hold()
-			s.sh.leave(s)
+			// N.B. the shared client is closed only when this sink's
+			// records would outlive it (shared.go, release).
+			s.sh.release(s)
 		} else {
 			s.cl.Close()
 		}
