@@ -122,8 +122,9 @@ func protocol(getenv func(string) string) (string, error) {
 // OTEL_TRACES_SAMPLER (default parentbased_always_on: the writer's
 // decision is honoured), and a resource with service.name "walrelay"
 // unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
-// Call it only when Enabled; Shutdown flushes the spans.
-func NewProvider(ctx context.Context, getenv func(string) string, version string) (*sdktrace.TracerProvider, error) {
+// spans counts what becomes of the spans. Call it only when Enabled;
+// Shutdown flushes the spans.
+func NewProvider(ctx context.Context, getenv func(string) string, version string, spans *Spans) (*sdktrace.TracerProvider, error) {
 	if err := CheckEnv(getenv); err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func NewProvider(ctx context.Context, getenv func(string) string, version string
 	}
 	// N.B. no WithSampler: the SDK reads OTEL_TRACES_SAMPLER and its
 	// argument (checked above), parentbased_always_on without them.
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batchDefaults(getenv)...), sdktrace.WithResource(res)), nil
+	return sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans.batcher(exp, getenv)), sdktrace.WithResource(res)), nil
 }
 
 // walrelay's batch span processor defaults, where the OTEL_BSP_* variable
