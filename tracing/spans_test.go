@@ -108,10 +108,10 @@ func TestQueueSizes(t *testing.T) {
 		getenv       func(string) string
 		queue, batch int
 	}{
-		{env(), 8192, 2048},
+		{env(), 32768, 2048},
 		{env("OTEL_BSP_MAX_QUEUE_SIZE", "100"), 100, 100},
 		{env("OTEL_BSP_MAX_QUEUE_SIZE", "10000"), 10000, 512},
-		{env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64"), 8192, 64},
+		{env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64"), 32768, 64},
 		{env("OTEL_BSP_MAX_QUEUE_SIZE", "x"), 2048, 512},
 	} {
 		if q, b := queueSizes(tc.getenv); q != tc.queue || b != tc.batch {
