@@ -38,6 +38,11 @@ type Spans struct {
 // logEvery is the least time between two warnings about lost spans.
 const logEvery = 10 * time.Second
 
+// flushSlack is room in the SDK processor's queue for the markers its
+// ForceFlush queues (the Gate's, one at a time, and Shutdown's), so that
+// a span s admitted never finds the queue full.
+const flushSlack = 8
+
 // Lost is the number of spans dropped or failed so far.
 func (s *Spans) Lost() uint64 { return s.lost.Load() }
 
@@ -69,11 +74,12 @@ func positive(v string, def int) int {
 
 // batcher is the batch span processor over exp that s counts: at most
 // queue + batch spans wait (the SDK's processor holds a full queue and
-// the batch it exports), the processor's own queue holds them all.
+// the batch it exports), the processor's own queue holds them all and
+// the ForceFlush markers it queues besides (flushSlack).
 func (s *Spans) batcher(exp sdktrace.SpanExporter, getenv func(string) string) sdktrace.SpanProcessor {
 	queue, batch := queueSizes(getenv)
 	s.limit, s.queue = int64(queue+batch), int64(queue)
-	opts := append(batchDefaults(getenv), sdktrace.WithMaxQueueSize(queue+batch), sdktrace.WithMaxExportBatchSize(batch))
+	opts := append(batchDefaults(getenv), sdktrace.WithMaxQueueSize(queue+batch+flushSlack), sdktrace.WithMaxExportBatchSize(batch))
 	return processor{sdktrace.NewBatchSpanProcessor(countingExporter{exp, s}, opts...), s}
 }
 
