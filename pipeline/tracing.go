@@ -38,14 +38,17 @@ func newTracing(cfg Config, m *metrics.Metrics, log *zap.Logger) (relayTracing, 
 	rc := relayConfig(cfg, m)
 	rt := relayTracing{}
 	if tracing.Enabled(os.Getenv) {
-		tp, err := tracing.NewProvider(context.Background(), os.Getenv, cfg.Marker.Version)
+		spans := &tracing.Spans{Exported: m.TraceSpans.WithLabelValues(metrics.TraceSpanExported), Dropped: m.TraceSpans.WithLabelValues(metrics.TraceSpanDropped),
+			Failed: m.TraceSpans.WithLabelValues(metrics.TraceSpanFailed), Log: log.Named("tracing")}
+		tp, err := tracing.NewProvider(context.Background(), os.Getenv, cfg.Marker.Version, spans)
 		if err != nil {
 			return rt, err
 		}
 		rc.Provider, rt.shutdown, rc.ParentBased, rc.Drops = tp, tp.Shutdown, tracing.ParentBased(os.Getenv), tracing.Drops(os.Getenv)
 		rt.gate = tracing.NewGate(tracing.GateConfig{Flush: tp.ForceFlush, Log: log.Named("tracing"),
 			Exported: m.TraceFlushes.WithLabelValues(metrics.TraceFlushExported),
-			GaveUp:   m.TraceFlushes.WithLabelValues(metrics.TraceFlushGaveUp)})
+			GaveUp:   m.TraceFlushes.WithLabelValues(metrics.TraceFlushGaveUp),
+			Lost:     spans.Lost, Lossy: m.TraceFlushes.WithLabelValues(metrics.TraceFlushLossy)})
 		log.Info("tracing: exporting spans over OTLP (OTEL_* environment)")
 	} else if err := tracing.CheckEnv(os.Getenv); err != nil {
 		return rt, err

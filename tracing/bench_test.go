@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -79,6 +80,7 @@ func BenchmarkRelay(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			valid, malformed := counters()
 			var exported atomic.Int64
+			var spans *Spans
 			cfg := RelayConfig{Valid: valid, Malformed: malformed}
 			if bc.exporting {
 				// N.B. a provider per run: one shut down would start spans
@@ -102,6 +104,12 @@ func BenchmarkRelay(b *testing.B) {
 				}
 				exp = counted{exp, &exported}
 				popts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp, opts...)}
+				if bc.otlp == "http" || bc.otlp == "grpc" {
+					// N.B. NewProvider's processor: walrelay's drop
+					// decision and counts in front of the SDK's.
+					spans = newSpans()
+					popts = []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(spans.batcher(exp, func(string) string { return "" }))}
+				}
 				if bc.ratio0 {
 					popts = append(popts, sdktrace.WithSampler(sdktrace.TraceIDRatioBased(0)))
 				}
@@ -136,6 +144,9 @@ func BenchmarkRelay(b *testing.B) {
 				b.StopTimer()
 				cfg.Provider.(*sdktrace.TracerProvider).ForceFlush(context.Background())
 				b.ReportMetric(float64(exported.Load())/float64(b.N), "exported/op")
+				if spans != nil {
+					b.ReportMetric(testutil.ToFloat64(spans.Dropped)/float64(b.N), "dropped/op")
+				}
 			}
 		})
 	}

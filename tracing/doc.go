@@ -13,5 +13,6 @@
 // counted and the event is relayed without a parent; without OTEL_*
 // configuration nothing is exported and the writer's context is copied
 // unchanged; when exporting, no position is confirmed before the spans of
-// the events below it are exported (Gate), or a second has passed.
+// the events below it are exported (Gate), or a second has passed; every
+// sampled span ended is counted exported, dropped or failed (Spans).
 package tracing

@@ -33,12 +33,16 @@ type Gate struct {
 	timeout  time.Duration
 	exported prometheus.Counter
 	gaveUp   prometheus.Counter
+	lossy    prometheus.Counter
+	lost     func() uint64
 	log      *zap.Logger
 
 	passed atomic.Uint64 // the position below which the spans are exported
 	mu     sync.Mutex    // one Pass at a time
 	// failing: the last Pass gave up (mu); logged once until one succeeds.
 	failing bool
+	// seen: lost() at the last Pass (mu).
+	seen uint64
 	// running: the flush a Pass stopped waiting for, until it ends (mu).
 	running chan error
 }
@@ -53,7 +57,12 @@ type GateConfig struct {
 	// Exported and GaveUp count the flushes that exported and those that
 	// failed or timed out (the position passed regardless). Required.
 	Exported, GaveUp prometheus.Counter
-	Log              *zap.Logger
+	// Lost is the number of spans dropped or failed so far (Spans.Lost);
+	// a flush after which it grew counts as Lossy, not Exported: spans
+	// below the position may be among them. Optional (nil: none lost).
+	Lost  func() uint64
+	Lossy prometheus.Counter
+	Log   *zap.Logger
 }
 
 // NewGate returns a Gate at position 0; Reset moves it to where an
@@ -65,7 +74,10 @@ func NewGate(cfg GateConfig) *Gate {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	return &Gate{flush: cfg.Flush, timeout: cfg.Timeout, exported: cfg.Exported, gaveUp: cfg.GaveUp, log: cfg.Log}
+	if cfg.Lost == nil {
+		cfg.Lost = func() uint64 { return 0 }
+	}
+	return &Gate{flush: cfg.Flush, timeout: cfg.Timeout, exported: cfg.Exported, gaveUp: cfg.GaveUp, lossy: cfg.Lossy, lost: cfg.Lost, log: cfg.Log}
 }
 
 // Reset sets the gate to start, the position the slot had confirmed when
@@ -73,7 +85,7 @@ func NewGate(cfg GateConfig) *Gate {
 func (g *Gate) Reset(start pglogrepl.LSN) { g.passed.Store(uint64(start)) }
 
 // Passed is the position below which every span is exported, or given up
-// on after Timeout.
+// on after Timeout, or lost (Lossy).
 func (g *Gate) Passed() pglogrepl.LSN { return pglogrepl.LSN(g.passed.Load()) }
 
 // Pass exports the spans ended so far, then lets acked through: acked was
@@ -122,7 +134,14 @@ func (g *Gate) Pass(ctx context.Context, acked pglogrepl.LSN) {
 		}
 		break
 	}
-	if err == nil {
+	// N.B. read after the flush: a span of an event below acked was
+	// dropped before it (when it ended) or failed in it.
+	lost := g.lost()
+	grew := lost > g.seen
+	g.seen = lost
+	if err == nil && grew {
+		g.lossy.Inc()
+	} else if err == nil {
 		g.exported.Inc()
 		if g.failing {
 			g.log.Info("tracing: spans exported again before confirmation")

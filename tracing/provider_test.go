@@ -63,7 +63,7 @@ func TestCheckEnv(t *testing.T) {
 			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.bad)
 		}
 	}
-	if _, err := NewProvider(context.Background(), env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"), "test"); !errors.Is(err, ErrConfig) {
+	if _, err := NewProvider(context.Background(), env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"), "test", &Spans{}); !errors.Is(err, ErrConfig) {
 		t.Errorf("NewProvider with http/json: %v", err)
 	}
 }

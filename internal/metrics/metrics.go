@@ -49,6 +49,7 @@ type Metrics struct {
 	state            *prometheus.GaugeVec
 	TraceContexts    *prometheus.CounterVec // trace.go
 	TraceFlushes     *prometheus.CounterVec // trace.go
+	TraceSpans       *prometheus.CounterVec // trace.go
 
 	// Exactly-once mode (--exactly-once).
 	kafkaTxns          *prometheus.CounterVec
@@ -139,6 +140,7 @@ func New() *Metrics {
 	}
 	m.TraceContexts = newTraceContexts(m.Registry)
 	m.TraceFlushes = newTraceFlushes(m.Registry)
+	m.TraceSpans = newTraceSpans(m.Registry)
 	m.Registry.MustRegister(m.kafkaTxns, m.SkippedTxns, m.CheckpointLSN, m.CheckpointLagBytes)
 	m.parked = newParked(m.Registry)
 	m.kafkaTxns.WithLabelValues("committed")

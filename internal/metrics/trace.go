@@ -20,13 +20,29 @@ func newTraceContexts(reg *prometheus.Registry) *prometheus.CounterVec {
 const (
 	TraceFlushExported = "exported"
 	TraceFlushGaveUp   = "gave_up"
+	TraceFlushLossy    = "spans_lost"
 )
 
 // newTraceFlushes registers walrelay_trace_flushes_total on reg, both
 // outcomes shown from the start.
 func newTraceFlushes(reg *prometheus.Registry) *prometheus.CounterVec {
-	return newOutcomes(reg, "walrelay_trace_flushes_total", "Exports of spans walrelay waits for before it confirms a position to PostgreSQL (only when exporting spans), by outcome: exported, gave_up (failed or took over 1 s: the position was confirmed anyway, and a crash before those spans are exported loses them).",
-		TraceFlushExported, TraceFlushGaveUp)
+	return newOutcomes(reg, "walrelay_trace_flushes_total", "Exports of spans walrelay waits for before it confirms a position to PostgreSQL (only when exporting spans), by outcome: exported, gave_up (failed or took over 1 s: the position was confirmed anyway, and a crash before those spans are exported loses them), spans_lost (the flush ran, but spans were dropped or failed since the previous one: walrelay_trace_spans_total).",
+		TraceFlushExported, TraceFlushGaveUp, TraceFlushLossy)
+}
+
+// What became of the sampled spans walrelay ended, the label of
+// walrelay_trace_spans_total.
+const (
+	TraceSpanExported = "exported"
+	TraceSpanDropped  = "dropped"
+	TraceSpanFailed   = "failed"
+)
+
+// newTraceSpans registers walrelay_trace_spans_total on reg, every
+// outcome shown from the start.
+func newTraceSpans(reg *prometheus.Registry) *prometheus.CounterVec {
+	return newOutcomes(reg, "walrelay_trace_spans_total", "Sampled spans walrelay ended (only when exporting spans), by outcome: exported (the Collector accepted the request), dropped (the batch span processor's queue was full while an export ran: raise OTEL_BSP_MAX_QUEUE_SIZE), failed (the OTLP export failed after its retries).",
+		TraceSpanExported, TraceSpanDropped, TraceSpanFailed)
 }
 
 // newOutcomes registers counter name by label outcome on reg, each of
