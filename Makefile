@@ -38,7 +38,8 @@ build:
 # and the record compatibility check against Debezium (report in a temporary
 # directory). The Kafka cluster scenarios (about 10 minutes even short) are
 # left to make cluster; TestKafkaDownMessages (a Kafka stop and start, half a
-# minute or more) to make chaos.
+# minute or more) and TestFleetGroupFaults (12 databases, 3 fleet replicas, two
+# kills and a broker restart: two to three minutes of both cores) to make chaos.
 # The second run is the e2e package alone: the failover tests (each starts a
 # primary and a standby of a fixed version of its own, 15 or 17, not the
 # bed's) are in test/e2e/failover, the tests of what happens on the Kafka
@@ -50,7 +51,7 @@ PG_NEWEST ?= 18
 test:
 	$(MAKE) --no-print-directory vuln
 	$(MAKE) --no-print-directory deploy-check
-	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^(TestCluster|TestKafkaDownMessages$$)' ./...
+	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^(TestCluster|TestKafkaDownMessages$$|TestFleetGroupFaults$$)' ./...
 	WALRELAY_TEST_PG_VERSION=$(PG_NEWEST) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m ./test/e2e/
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 600000x ./decode/
 	$(MAKE) --no-print-directory compat COMPAT_OUT="$$(mktemp -d)"

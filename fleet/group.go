@@ -149,7 +149,7 @@ func groupOpts(plans []plan) []kgo.Opt {
 
 // joinGroup prepares group's coordination topic for this file and returns
 // the group's runner; nil and the exit code when the file is refused
-// (2: another file's group) or Kafka cannot be reached (1).
+// (2: another file's group) or a signal came while it waited for Kafka (0).
 func (f *fleet) joinGroup(c Command, data []byte, plans []plan, group string) (*groupRun, int) {
 	given := ""
 	if fl := c.Flags.Lookup(instanceFlag); fl != nil {
@@ -159,17 +159,45 @@ func (f *fleet) joinGroup(c Command, data []byte, plans []plan, group string) (*
 		fmt.Fprintf(c.Stderr, "walrelay: --fleet-instance %q: want a name without spaces, e.g. the pod's name\n", given)
 		return nil, exitConfig
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := prepareTopic(ctx, groupOpts(plans), f.log, group, len(plans), fingerprint(data))
+	// N.B. as a single walrelay waits for Kafka at its start, until a
+	// signal: a broker down, restarting or fenced (INVALID_REPLICATION_FACTOR:
+	// "All brokers are currently fenced") refuses the topic for a while;
+	// each attempt is bounded by a minute.
+	sctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	signalled := make(chan struct{})
+	go func() {
+		select {
+		case <-c.Signals:
+			close(signalled)
+			stop()
+		case <-sctx.Done():
+		}
+	}()
+	var err error
+	for {
+		ctx, cancel := context.WithTimeout(sctx, time.Minute)
+		err = prepareTopic(ctx, groupOpts(plans), f.log, group, len(plans), fingerprint(data))
+		cancel()
+		if err == nil || errors.Is(err, errOtherFile) {
+			break
+		}
+		select {
+		case <-signalled:
+			f.log.Info("stopped before joining the group", zap.NamedError("last_error", err))
+			return nil, 0
+		default:
+		}
+		f.log.Warn("cannot prepare the group's coordination topic yet: retrying until Kafka answers", zap.Error(err))
+		select {
+		case <-signalled:
+		case <-time.After(time.Second):
+		}
+	}
 	if errors.Is(err, errOtherFile) {
 		fmt.Fprintf(c.Stderr, "walrelay: %s: %v\n", c.File, err)
 		f.log.Error("refused: another pipeline file than the group's", zap.Error(err))
 		return nil, exitConfig
-	}
-	if err != nil {
-		f.log.Error("cannot prepare the group's coordination topic", zap.Error(err))
-		return nil, exitRuntime
 	}
 	g := &groupRun{name: group, instance: instanceName(given), log: f.log, shutdown: f.shutdown, version: c.Version,
 		plans: map[*member]plan{}, running: map[*member]*runningPipeline{}}

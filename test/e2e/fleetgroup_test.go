@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,41 +134,7 @@ func streamedByTwo(t *testing.T, envs []*fleetEnv, stop <-chan struct{}) func() 
 	for _, e := range envs {
 		dbs = append(dbs, e.Database(t))
 	}
-	var mu sync.Mutex
-	twice, samples := 0, 0
-	done := make(chan struct{})
-	conn, err := pgx.Connect(context.Background(), envs[0].DSN)
-	if err != nil {
-		t.Fatalf("connect to sample pg_stat_replication: %v", err)
-	}
-	go func() {
-		defer close(done)
-		defer conn.Close(context.Background())
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			var n int
-			err := conn.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT a.datname FROM pg_stat_replication r
-				JOIN pg_stat_activity a ON a.pid = r.pid WHERE a.datname = ANY($1) GROUP BY a.datname HAVING count(*) > 1) x`, dbs).Scan(&n)
-			mu.Lock()
-			if err == nil {
-				samples++
-				if n > 0 {
-					twice++
-				}
-			}
-			mu.Unlock()
-		}
-	}()
-	return func() (int, int) {
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return twice, samples
-	}
+	return harness.SampleStreamedTwice(t, envs[0].DSN, dbs, stop)
 }
 
 // writeAsync starts writers on each of envs, two each, a transaction every

@@ -18,6 +18,7 @@
 //
 // `make test` runs the short version of each scenario but the TestCluster
 // ones, which run on a three-broker Kafka cluster (testbed.GetCluster) under
-// `make cluster`, and TestKafkaDownMessages; WALRELAY_CHAOS=1 (`make chaos`)
-// runs the long version of all.
+// `make cluster`, and TestKafkaDownMessages and TestFleetGroupFaults (twelve
+// databases on three fleet replicas); WALRELAY_CHAOS=1 (`make chaos`) runs the
+// long version of all.
 package fault

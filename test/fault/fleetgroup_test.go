@@ -1,7 +1,6 @@
 package fault
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,11 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
@@ -116,32 +112,8 @@ func TestFleetGroupFaults(t *testing.T) {
 	}
 
 	// Two walsenders on one database would be one slot streamed twice.
-	conn, err := pgx.Connect(context.Background(), ss[0].e.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var twice, samples atomic.Int64
 	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		defer conn.Close(context.Background())
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			var k int
-			if conn.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT a.datname FROM pg_stat_replication r
-				JOIN pg_stat_activity a ON a.pid = r.pid WHERE a.datname = ANY($1) GROUP BY a.datname HAVING count(*) > 1) x`, dbs).Scan(&k) == nil {
-				samples.Add(1)
-				if k > 0 {
-					twice.Add(1)
-				}
-			}
-		}
-	}()
+	sampled := harness.SampleStreamedTwice(t, ss[0].e.DSN, dbs, stop)
 
 	rs := []*groupReplica{start("r1"), start("r2"), start("r3")}
 	owner := spread("every pipeline to stream on one replica of three", rs)
@@ -215,11 +187,11 @@ func TestFleetGroupFaults(t *testing.T) {
 		dups += rep.Duplicates
 	}
 	close(stop)
-	<-sampled
-	if twice.Load() > 0 || samples.Load() == 0 {
-		t.Errorf("pg_stat_replication: %d of %d samples found a database with two walsenders", twice.Load(), samples.Load())
+	twice, samples := sampled()
+	if twice > 0 || samples == 0 {
+		t.Errorf("pg_stat_replication: %d of %d samples found a database with two walsenders", twice, samples)
 	}
-	t.Logf("FIGURES pipelines=%d duplicates_total=%d pg_stat_replication_samples=%d", n, dups, samples.Load())
+	t.Logf("FIGURES pipelines=%d duplicates_total=%d pg_stat_replication_samples=%d", n, dups, samples)
 	for _, r := range back {
 		stopRelay(t, r.p)
 	}

@@ -141,6 +141,11 @@ inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 controller.quorum.voters=1@127.0.0.1:%[2]d
 log.dirs=%[3]s
+# One node: fencing it protects no other replica, and a starved JVM on a
+# busy 2-core machine missed the default 9 s session (make test: "Fencing
+# broker 1 ... because its session has timed out" after a 4.5 s controller
+# event; 70 s without a leader), failing tests that meant no fault.
+broker.session.timeout.ms=60000
 `, st.Port, st.ControllerPort, filepath.Join(kd, "data"), listeners, advertised, protocols) + kafkaDefaults(1, 1) + secConfig
 	if err := st.prepare(ctx, config, heapMB, scramArgs); err != nil {
 		return nil, err
