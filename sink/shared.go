@@ -162,7 +162,7 @@ func (g *sharedGen) bind(s *Sink) {
 
 // sharedCloseWait bounds how long a closing sink waits for its records
 // still in the shared client (release).
-const sharedCloseWait = time.Second
+const sharedCloseWait = 5 * time.Second
 
 // release takes a closing sink off the client. Its records the client
 // has not sent fail at once (s.held is cancelled), but an idempotent
