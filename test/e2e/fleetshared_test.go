@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -73,21 +72,9 @@ func dropTopics(t *testing.T, e *fleetEnv) {
 // brokers, read from /proc.
 func brokerConns(t *testing.T, p *e2etest.Proc) int {
 	t.Helper()
-	peers, err := harness.TCPPeers(p.Pid())
+	n, err := harness.ConnectionsTo(p.Pid(), p.Env.Bed.Brokers())
 	if err != nil {
 		t.Fatal(err)
-	}
-	ports := map[string]bool{}
-	for _, b := range p.Env.Bed.Brokers() {
-		if _, port, err := net.SplitHostPort(b); err == nil {
-			ports[port] = true
-		}
-	}
-	n := 0
-	for _, a := range peers {
-		if _, port, err := net.SplitHostPort(a); err == nil && ports[port] {
-			n++
-		}
 	}
 	return n
 }

@@ -74,3 +74,26 @@ func parseProcAddr(s string) (string, error) {
 	}
 	return net.JoinHostPort(ip.String(), strconv.FormatUint(port, 10)), nil
 }
+
+// ConnectionsTo counts the TCP connections process pid holds to any of
+// addrs (host:port; matched by port, as the bed's servers listen on
+// loopback).
+func ConnectionsTo(pid int, addrs []string) (int, error) {
+	peers, err := TCPPeers(pid)
+	if err != nil {
+		return 0, err
+	}
+	ports := map[string]bool{}
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a); err == nil {
+			ports[port] = true
+		}
+	}
+	n := 0
+	for _, a := range peers {
+		if _, port, err := net.SplitHostPort(a); err == nil && ports[port] {
+			n++
+		}
+	}
+	return n, nil
+}

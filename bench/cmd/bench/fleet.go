@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -406,21 +405,9 @@ func (b *bench) fleetConns(ctx context.Context, n int) float64 {
 // kafkaConns counts the TCP connections process pid holds to the bed's
 // brokers (-1 when /proc cannot say).
 func (b *bench) kafkaConns(pid int) int {
-	peers, err := harness.TCPPeers(pid)
+	n, err := harness.ConnectionsTo(pid, b.env.Brokers)
 	if err != nil {
 		return -1
-	}
-	ports := map[string]bool{}
-	for _, br := range b.env.Brokers {
-		if _, port, err := net.SplitHostPort(br); err == nil {
-			ports[port] = true
-		}
-	}
-	n := 0
-	for _, a := range peers {
-		if _, port, err := net.SplitHostPort(a); err == nil && ports[port] {
-			n++
-		}
 	}
 	return n
 }
