@@ -147,16 +147,20 @@ func (r *SnapshotReader) Rows(ctx context.Context, table string, rel pgoutput.Re
 	if sel.CommitTime && selCol != commitTS {
 		order = commitTS + ` NULLS FIRST, ` + selCol
 	}
-	// N.B. the rows of one transaction share a commit time: their physical
-	// order (ctid), which is their insertion order in a table that is only
-	// appended to, breaks the tie.
+	// N.B. the rows of one transaction share a commit time (and now()):
+	// the transaction (xmin) and then the command that inserted each row
+	// (cmin) break the tie, in the order the transaction inserted them.
+	// Physical order (ctid) is not that order: a transaction whose page
+	// fills gets one from the free space map, which may be an earlier
+	// page. ctid orders only the rows of one command (a multi-row INSERT,
+	// a COPY), where it is the insertion order but for such a page.
 	q := `SELECT ` + strings.Join(cols, ", ") + `, (extract(epoch FROM ` + selCol + `) * 1000000)::bigint FROM ` + quoteTable(table)
 	var args []any
 	if !sel.Since.IsZero() {
 		q += ` WHERE ` + selCol + ` IS NULL OR ` + selCol + ` >= $1`
 		args = append(args, sel.Since)
 	}
-	q += ` ORDER BY ` + order + ` NULLS FIRST, tableoid, ctid`
+	q += ` ORDER BY ` + order + ` NULLS FIRST, xmin::text::bigint, cmin::text::bigint, tableoid, ctid`
 	rows, err := r.tx.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 	if err != nil {
 		return 0, fmt.Errorf("read outbox %s: %w", table, err)
