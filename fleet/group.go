@@ -199,7 +199,9 @@ func (f *fleet) joinGroup(c Command, data []byte, plans []plan, group string) (*
 		f.log.Error("refused: another pipeline file than the group's", zap.Error(err))
 		return nil, exitConfig
 	}
-	g := &groupRun{name: group, instance: instanceName(given), log: f.log, shutdown: f.shutdown, version: c.Version,
+	parsed, _ := parseFile(data)
+	session, _ := groupSession(parsed) // N.B. checked by load
+	g := &groupRun{name: group, instance: instanceName(given), session: session, log: f.log, shutdown: f.shutdown, version: c.Version,
 		plans: map[*member]plan{}, running: map[*member]*runningPipeline{}}
 	g.parts = slices.Clone(f.members)
 	for i, m := range f.members {

@@ -23,8 +23,9 @@ import (
 // too; on assignment it starts them, each waiting for its slot
 // while another walsender still holds it.
 type groupRun struct {
-	name     string // the group's
-	instance string // this replica's
+	name     string        // the group's
+	instance string        // this replica's
+	session  time.Duration // the group session's timeout (groupSession)
 	log      *zap.Logger
 	shutdown time.Duration
 	version  string
@@ -229,7 +230,7 @@ func (g *groupRun) run(opts []kgo.Opt, sigs <-chan os.Signal, sample func()) int
 		kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(groupSessionTimeout), kgo.HeartbeatInterval(groupHeartbeat),
+		kgo.SessionTimeout(g.session), kgo.HeartbeatInterval(heartbeatOf(g.session)),
 		kgo.RebalanceTimeout(g.shutdown+30*time.Second),
 		kgo.OnPartitionsAssigned(g.assigned), kgo.OnPartitionsRevoked(g.revoked), kgo.OnPartitionsLost(g.lost),
 	)...)
@@ -237,7 +238,7 @@ func (g *groupRun) run(opts []kgo.Opt, sigs <-chan os.Signal, sample func()) int
 		g.log.Error("cannot create the group's client", zap.Error(err))
 		return exitConfig
 	}
-	g.log.Info("joining group", zap.String("group", g.name), zap.String("topic", topic), zap.String("instance", g.instance))
+	g.log.Info("joining group", zap.String("group", g.name), zap.String("topic", topic), zap.String("instance", g.instance), zap.Duration("session_timeout", g.session))
 	closed := make(chan struct{})
 	go func() {
 		for {
@@ -277,10 +278,3 @@ func (g *groupRun) run(opts []kgo.Opt, sigs <-chan os.Signal, sample func()) int
 		}
 	}
 }
-
-// The group's liveness: a replica killed is taken out of the group, and
-// its pipelines assigned to the others, after groupSessionTimeout.
-const (
-	groupSessionTimeout = 10 * time.Second
-	groupHeartbeat      = time.Second
-)

@@ -81,6 +81,10 @@ func load(data []byte, top *flag.FlagSet, newPipeline NewPipeline) ([]plan, []mi
 			if !groupPattern.MatchString(e.value) {
 				l.add(mistake{line: e.line, msg: fmt.Sprintf("group: %q: want a name of letters, digits, '.', '_' or '-' (it names the topic %s)", e.value, coordinationTopic("NAME"))})
 			}
+		case e.key == keyGroupSession:
+			if _, m := groupSession(f); m != nil {
+				l.add(*m)
+			}
 		case e.key == keyName:
 			l.add(mistake{line: e.line, msg: "name: belongs to a pipeline: under pipelines:, e.g. - name: orders"})
 		case e.key == inflightKey: // the process's, checked by processInflight (budget.go)

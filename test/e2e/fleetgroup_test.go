@@ -22,10 +22,15 @@ import (
 // each.
 var groupPipelines = []string{"p1", "p2", "p3", "p4", "p5", "p6"}
 
-// groupFile is a file of groupPipelines in group $GROUP.
+// groupFile is a file of groupPipelines in group $GROUP, with the group
+// session $SESSION when set.
 func groupFile(vars map[string]string, names []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "brokers: %s\nhttp-addr: 127.0.0.1:0\ngroup: %s\ndefaults:\n  publication: outbox_pub\n  table: public.outbox\n  header-columns: type:eventType\n  topic-partitions: 3\n  status-interval: 1s\n  shutdown-timeout: 10s\npipelines:\n", vars["BROKERS"], vars["GROUP"])
+	fmt.Fprintf(&b, "brokers: %s\nhttp-addr: 127.0.0.1:0\ngroup: %s\n", vars["BROKERS"], vars["GROUP"])
+	if s := vars["SESSION"]; s != "" {
+		fmt.Fprintf(&b, "group-session-timeout: %s\n", s)
+	}
+	fmt.Fprintf(&b, "defaults:\n  publication: outbox_pub\n  table: public.outbox\n  header-columns: type:eventType\n  topic-partitions: 3\n  status-interval: 1s\n  shutdown-timeout: 10s\npipelines:\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "  - name: %s\n    pg-url-file: %s\n    slot: %s_%s\n", n, vars["URL_FILE_"+n], n, vars["UNIQ"])
 	}
@@ -41,9 +46,16 @@ type replica struct {
 // groupBed makes a database per pipeline and the file of their group.
 func groupBed(t *testing.T) (string, []*fleetEnv, map[string]string) {
 	t.Helper()
+	return groupBedSession(t, "")
+}
+
+// groupBedSession is groupBed with group-session-timeout: session, unless
+// "".
+func groupBedSession(t *testing.T, session string) (string, []*fleetEnv, map[string]string) {
+	t.Helper()
 	dir := t.TempDir()
 	uniq := harness.Uniq()
-	vars := map[string]string{"UNIQ": uniq, "GROUP": "g" + uniq}
+	vars := map[string]string{"UNIQ": uniq, "GROUP": "g" + uniq, "SESSION": session}
 	var envs []*fleetEnv
 	for _, name := range groupPipelines {
 		e := newEnv(t)
@@ -266,7 +278,9 @@ func TestFleetGroupSharesPipelines(t *testing.T) {
 // replica's name with a space (walrelay status prints it in a column).
 func TestFleetGroupRefusesAnotherFile(t *testing.T) {
 	t.Parallel()
-	file, envs, vars := groupBed(t)
+	// N.B. a session long enough for make test, whose load can stall
+	// Kafka past the default 10 s: the first replica keeps its pipelines.
+	file, envs, vars := groupBedSession(t, "40s")
 	first := startReplica(t, envs[0], file, "r1")
 	groupSpread(t, "every pipeline to stream on the first replica", []*replica{first}, envs)
 	dir := t.TempDir()
