@@ -111,8 +111,9 @@ type Park struct {
 	// Reason is the first event's walrelay.error.class, Message its error.
 	Reason  string `json:"reason"`
 	Message string `json:"message,omitempty"`
-	// Events is how many events this episode parked (replays counted once
-	// per run).
+	// Events is how many events this episode parked, each once (an event
+	// relayed again after a restart, at or before Through, is not counted
+	// again).
 	Events    int       `json:"events"`
 	ParkedAt  time.Time `json:"parked_at"`
 	UpdatedAt time.Time `json:"updated_at"`

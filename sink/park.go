@@ -88,10 +88,12 @@ func (p *parkSet) mark(agg kafkastate.Aggregate, pos kafkastate.Pos, id, reason,
 	var k kafkastate.Park
 	if a != nil && a.IsParked() {
 		k = *a.Park
+		// N.B. an event at or before Through is one parked already,
+		// relayed again after a restart: counted once.
 		if k.Through.Compare(pos) < 0 {
 			k.Through = pos
+			k.Events++
 		}
-		k.Events++
 	} else {
 		k = kafkastate.Park{Aggregate: agg, Start: pos, Through: pos, FirstEventID: id, Reason: reason, Message: msg, Events: 1, ParkedAt: now}
 	}

@@ -62,7 +62,8 @@ func TestGatePark(t *testing.T) {
 }
 
 // TestParkSetMark: the first mark starts an episode at its position,
-// later ones move Through forward only (a replay never moves it back), and
+// later ones move Through forward only (a replay never moves it back nor
+// counts its event again), and
 // a release through Through un-parks; a mark after the release starts a
 // new episode.
 func TestParkSetMark(t *testing.T) {
@@ -75,8 +76,11 @@ func TestParkSetMark(t *testing.T) {
 		t.Fatalf("first mark: %+v", k)
 	}
 	p.mark(agg, at(20, 0), "id2", ReasonParked, "", timeZero)
-	if k = p.mark(agg, at(15, 0), "id3", ReasonParked, "", timeZero); k.Through != at(20, 0) || k.Start != at(10, 0) || k.FirstEventID != "id1" {
-		t.Fatalf("replayed mark moved the episode: %+v", k)
+	if k = p.mark(agg, at(15, 0), "id3", ReasonParked, "", timeZero); k.Through != at(20, 0) || k.Start != at(10, 0) || k.FirstEventID != "id1" || k.Events != 2 {
+		t.Fatalf("replayed mark moved the episode or counted its event again: %+v", k)
+	}
+	if k = p.mark(agg, at(20, 0), "id2", ReasonParked, "", timeZero); k.Events != 2 {
+		t.Fatalf("the newest parked event relayed again counted twice: %+v", k)
 	}
 	if p.lookup(src, "t", []byte("K"), at(9, 5)) {
 		t.Fatal("an event before the first is parked")

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/testbed"
 )
@@ -86,6 +87,19 @@ func (p *parking) finish(relay *harness.Relay) parkFigures {
 	harness.WaitFor(t, 3*time.Minute, "walrelay to confirm the last commit", func() bool {
 		return s.e.Bed.Slot(t, s.e.DSN, s.e.Slot).ConfirmedFlushLSN >= after
 	})
+	// N.B. before the redrive: walrelay_parked_events counts each event
+	// dead-lettered behind a parked aggregate once, however often a
+	// restart relayed it again.
+	deadLettered := map[string]bool{}
+	for _, r := range s.e.Bed.ConsumeAll(t, []string{p.dlq}, time.Second) {
+		if _, ok := harness.Header(r, "walrelay.parked.aggregate"); ok {
+			id, _ := harness.Header(r, "walrelay.event.id")
+			deadLettered[id] = true
+		}
+	}
+	if got := (&e2etest.Proc{Relay: relay, T: t}).Metric("walrelay_parked_events"); int(got) != len(deadLettered) {
+		t.Errorf("walrelay_parked_events %v, want %d: the distinct events the dead-letter topic holds behind parked aggregates", got, len(deadLettered))
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.e.Bed.Brokers()...))
 	if err != nil {
 		t.Fatal(err)
