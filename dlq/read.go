@@ -18,10 +18,13 @@ type View struct {
 	Letters []Letter              // in topic order (partition, offset)
 	Parks   *kafkastate.ParkState // every slot's aggregates
 	Acks    map[string]kafkastate.Ack
-	// Redriven holds the state topic keys of the dead letters re-published
-	// on their own (kafkastate.RedrivenKey).
-	Redriven map[string]bool
-	At       time.Time // when it was read
+	// Redriven holds the records of the dead letters re-published on
+	// their own, by state topic key (kafkastate.RedrivenKey).
+	Redriven map[string]kafkastate.Redriven
+	// Starts is the dead-letter topic's first offset per partition: what
+	// is before it is past its retention.
+	Starts map[int32]int64
+	At     time.Time // when it was read
 }
 
 // readTimeout bounds reading a topic to its end.
@@ -29,11 +32,14 @@ const readTimeout = 2 * time.Minute
 
 // scan reads the dead-letter topic and the state topic.
 func (t *Tool) scan(ctx context.Context) (*View, error) {
-	v := &View{Parks: &kafkastate.ParkState{}, Acks: map[string]kafkastate.Ack{}, Redriven: map[string]bool{}, At: time.Now()}
+	v := &View{Parks: &kafkastate.ParkState{}, Acks: map[string]kafkastate.Ack{}, Redriven: map[string]kafkastate.Redriven{}, Starts: map[int32]int64{}, At: time.Now()}
 	err := t.readTopic(ctx, t.cfg.DeadLetterTopic, func(r *kgo.Record) {
 		v.Letters = append(v.Letters, decodeLetter(r))
 	})
 	if err != nil {
+		return nil, err
+	}
+	if v.Starts, err = t.startOffsets(ctx, t.cfg.DeadLetterTopic); err != nil {
 		return nil, err
 	}
 	var aerr error
@@ -44,8 +50,12 @@ func (t *Tool) scan(ctx context.Context) (*View, error) {
 		if a, ok := kafkastate.DecodeAck(r); ok {
 			v.Acks[a.ID()] = a
 		}
-		if k, ok := kafkastate.IsRedriven(r); ok {
-			v.Redriven[k] = true
+		if k, red, ok, tombstone := kafkastate.DecodeRedriven(r); ok {
+			if tombstone {
+				delete(v.Redriven, k)
+			} else {
+				v.Redriven[k] = red
+			}
 		}
 	})
 	if err != nil {
@@ -54,8 +64,9 @@ func (t *Tool) scan(ctx context.Context) (*View, error) {
 	return v, aerr
 }
 
-// readTopic hands every record of topic to fn, read_committed, up to the
-// last stable offsets listed first. A missing topic holds nothing.
+// readTopic hands every record of topic to fn, read_committed, from the
+// first offsets up to the last stable offsets listed first. A missing
+// topic holds nothing.
 func (t *Tool) readTopic(ctx context.Context, topic string, fn func(*kgo.Record)) error {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
@@ -70,12 +81,19 @@ func (t *Tool) readTopic(ctx context.Context, topic string, fn func(*kgo.Record)
 	if err != nil {
 		return fmt.Errorf("list offsets of topic %s: %w", topic, err)
 	}
+	// N.B. a partition whose records are all past the topic's retention
+	// (or compacted away) has a first offset at its end: nothing to read,
+	// and a read from its start would wait for a record that never comes.
+	starts, err := t.startOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
 	want := map[int32]int64{}
 	from := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
+		if o.Offset > starts[o.Partition] {
 			want[o.Partition] = o.Offset
-			from[o.Partition] = kgo.NewOffset().AtStart()
+			from[o.Partition] = kgo.NewOffset().At(starts[o.Partition])
 		}
 	})
 	if len(want) == 0 {

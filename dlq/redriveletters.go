@@ -60,6 +60,9 @@ func (t *Tool) redriveLetters(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := t.forgetStale(ctx, v); err != nil {
+		return err
+	}
 	found := map[[2]int64]bool{}
 	var pick []Letter
 	var skipped, refused []string
@@ -72,7 +75,7 @@ func (t *Tool) redriveLetters(ctx context.Context) error {
 		at := fmt.Sprintf("%d:%d", l.Partition, l.Offset)
 		why := ""
 		switch {
-		case v.Redriven[kafkastate.RedrivenKey(t.cfg.DeadLetterTopic, l.Partition, l.Offset)]:
+		case v.redriven(t.cfg.DeadLetterTopic, l):
 			skipped = append(skipped, at+": re-published already (the state topic records it)")
 			continue
 		case l.Aggregate != "":

@@ -43,9 +43,25 @@ func RedrivenRecord(topic string, r Redriven) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: []byte(RedrivenKey(r.DeadLetterTopic, r.Partition, r.Offset)), Value: v}
 }
 
-// IsRedriven reports whether r is a Redriven record (its key, for
-// RedrivenKey's lookups); a tombstone is not.
-func IsRedriven(r *kgo.Record) (string, bool) {
-	k := string(r.Key)
-	return k, strings.HasPrefix(k, RedrivenPrefix) && r.Value != nil
+// DecodeRedriven reads r: its key, and its Redriven record unless r is
+// that key's tombstone (ok and tombstone); ok false for another record.
+// A value it cannot read is a record of the key all the same, empty (an
+// older walrelay's).
+func DecodeRedriven(r *kgo.Record) (key string, red Redriven, ok, tombstone bool) {
+	key = string(r.Key)
+	if !strings.HasPrefix(key, RedrivenPrefix) {
+		return key, red, false, false
+	}
+	if r.Value == nil {
+		return key, red, true, true
+	}
+	_ = json.Unmarshal(r.Value, &red)
+	return key, red, true, false
+}
+
+// RedrivenTombstone forgets the Redriven record of key on topic: the dead
+// letter it names is gone (past the dead-letter topic's retention, or the
+// topic made anew).
+func RedrivenTombstone(topic, key string) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: []byte(key)}
 }

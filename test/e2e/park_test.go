@@ -169,20 +169,27 @@ func parkedSeqs(t *testing.T, recs []*kgo.Record) []int {
 // the cause would.
 func (b *parkBed) raiseLimit(t *testing.T) {
 	t.Helper()
+	b.setLimit(t, "1048588")
+}
+
+// setLimit sets the topic's max.message.bytes and waits until the broker
+// applies it.
+func (b *parkBed) setLimit(t *testing.T, limit string) {
+	t.Helper()
 	adm := kadm.NewClient(e2etest.MustClient(t, b.e))
-	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: e2etest.Ptr("1048588")}}, b.topic)
+	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: e2etest.Ptr(limit)}}, b.topic)
 	if err == nil {
 		for _, r := range rs {
 			err = r.Err
 		}
 	}
 	if err != nil {
-		t.Fatalf("raise max.message.bytes of %s: %v", b.topic, err)
+		t.Fatalf("set max.message.bytes of %s: %v", b.topic, err)
 	}
 	// N.B. the broker applies a topic's new configuration from the
 	// metadata log a moment later; a record produced before that is still
 	// refused as too large.
-	harness.WaitFor(t, time.Minute, "the broker to apply max.message.bytes 1048588 to "+b.topic, func() bool {
+	harness.WaitFor(t, time.Minute, "the broker to apply max.message.bytes "+limit+" to "+b.topic, func() bool {
 		rcs, err := adm.DescribeTopicConfigs(context.Background(), b.topic)
 		if err != nil {
 			return false
@@ -193,7 +200,7 @@ func (b *parkBed) raiseLimit(t *testing.T) {
 		}
 		for _, c := range rc.Configs {
 			if c.Key == "max.message.bytes" {
-				return c.MaybeValue() == "1048588"
+				return c.MaybeValue() == limit
 			}
 		}
 		return false
