@@ -138,6 +138,19 @@ func groupSpread(t *testing.T, what string, rs []*replica, envs []*fleetEnv) map
 	return owner
 }
 
+// readBackAll reads every pipeline's events back (readBack), logs each
+// one's figures and returns the duplicates of all.
+func readBackAll(t *testing.T, envs []*fleetEnv, rolledBack map[string]bool) int {
+	t.Helper()
+	total := 0
+	for _, e := range envs {
+		n, v := readBack(t, e, rolledBack, false)
+		total += v.Duplicates
+		t.Logf("FIGURES pipeline=%s events=%d duplicates=%d", e.name, n, v.Duplicates)
+	}
+	return total
+}
+
 // streamedByTwo samples pg_stat_replication until stop, and counts the
 // samples that found two walsenders on one of envs' databases (each has
 // one slot: two would stream it twice).
@@ -459,12 +472,7 @@ func TestFleetGroupHandoverResendsNothing(t *testing.T) {
 	moved("scale-out 2 to 3", []*replica{r1, r2b, r3})
 
 	rolledBack := wait()
-	total := 0
-	for _, e := range envs {
-		n, v := readBack(t, e, rolledBack, false)
-		total += v.Duplicates
-		t.Logf("FIGURES pipeline=%s events=%d duplicates=%d", e.name, n, v.Duplicates)
-	}
+	total := readBackAll(t, envs, rolledBack)
 	close(stop)
 	if n, samples := twice(); n > 0 || samples == 0 {
 		t.Errorf("pg_stat_replication: %d of %d samples found a database with two walsenders", n, samples)
@@ -559,12 +567,7 @@ func TestFleetGroupLostSessionResendsNothing(t *testing.T) {
 		t.Errorf("r1 did not log its pipelines released:\n%s", r1.p.Log())
 	}
 	rolledBack := wait()
-	total := 0
-	for _, e := range envs {
-		n, v := readBack(t, e, rolledBack, false)
-		total += v.Duplicates
-		t.Logf("FIGURES pipeline=%s events=%d duplicates=%d", e.name, n, v.Duplicates)
-	}
+	total := readBackAll(t, envs, rolledBack)
 	t.Logf("FIGURES lost_session_pipelines=%d duplicates_total=%d", frozen, total)
 	for _, r := range []*replica{r1, r2} {
 		if code := r.p.Stop(time.Minute); code != 0 {

@@ -69,12 +69,7 @@ func TestGroupSessionRidesOutAStall(t *testing.T) {
 		}
 	}
 	rolledBack := wait()
-	total := 0
-	for _, e := range envs {
-		n, v := readBack(t, e, rolledBack, false)
-		total += v.Duplicates
-		t.Logf("FIGURES pipeline=%s events=%d duplicates=%d", e.name, n, v.Duplicates)
-	}
+	total := readBackAll(t, envs, rolledBack)
 	if total != 0 {
 		t.Errorf("%d events read back twice, want none: no pipeline changed hands", total)
 	}
