@@ -66,7 +66,8 @@ func (choosySampler) Description() string { return "choosy" }
 // clock each): resource, scope, name, kind, times, parent, flags,
 // tracestate (the writer's and the sampler's), the sampler's attributes,
 // status, and the acknowledged, replayed, resent and dead-lettered
-// variants; and every record gets the same headers. Spans the sampler
+// variants, messages of one to three bytes of length; and every record
+// gets the same headers. Spans the sampler
 // records without sampling, or drops, are sent by neither.
 func TestLeanMatchesSDK(t *testing.T) {
 	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
@@ -130,6 +131,11 @@ func TestLeanMatchesSDK(t *testing.T) {
 			ev.Key = nil
 		case 5:
 			ev.ID = []byte(longID)
+		}
+		if i == 8 {
+			// N.B. a span over 16 KiB, in a batch over 16 KiB: lengths
+			// of three bytes.
+			ev.Key = bytes.Repeat([]byte("k"), 20000)
 		}
 		endAt = time.Unix(1765000200, int64(i)*1000+7)
 		var hdrs [2][]kgo.RecordHeader

@@ -40,16 +40,16 @@ func newLeanEncoding(res *resource.Resource) *leanEncoding {
 // spans.
 func (e *leanEncoding) appendBatch(b []byte, spans []*leanSpan) []byte {
 	b = append(b, e.resource...)
-	b, ss := openMsg(b, fResourceSpansScopeSpans)
+	b, ss := openWide(b, fResourceSpansScopeSpans, 3)
 	b = append(b, e.scope...)
 	for _, s := range spans {
 		var at int
-		b, at = openMsg(b, fScopeSpansSpans)
+		b, at = openWide(b, fScopeSpansSpans, 2)
 		b = appendLeanSpan(b, s)
-		b = closeMsg(b, at)
+		b = closeWide(b, at, 2)
 	}
 	b = appendString(b, fScopeSpansSchemaURL, e.scSchema)
-	b = closeMsg(b, ss)
+	b = closeWide(b, ss, 3)
 	return appendString(b, fResourceSpansSchemaURL, e.resSchema)
 }
 
@@ -159,4 +159,27 @@ func appendAttrHead(b, key []byte, anyLen int) []byte {
 	b = append(b, key...)
 	b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
 	return protowire.AppendVarint(b, uint64(anyLen))
+}
+
+// openWide is openMsg with w bytes kept for the length: a span's message
+// is 128 bytes to 16 KiB (two), a batch's under 2 MiB (three), and
+// closeWide writes the length in place instead of moving the content.
+func openWide(b []byte, num protowire.Number, w int) ([]byte, int) {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = append(b, make([]byte, w)...)
+	return b, len(b)
+}
+
+// closeWide writes the length of the message opened at at (openWide with
+// w): in place when it takes w bytes, else as closeMsg does.
+func closeWide(b []byte, at, w int) []byte {
+	n := len(b) - at
+	if protowire.SizeVarint(uint64(n)) == w {
+		protowire.AppendVarint(b[at-w:at-w], uint64(n))
+		return b
+	}
+	// N.B. a length of another width: drop the bytes kept but one, and
+	// let closeMsg place it.
+	copy(b[at-w+1:], b[at:])
+	return closeMsg(b[:len(b)-w+1], at-w+1)
 }

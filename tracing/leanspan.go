@@ -9,8 +9,11 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/walrelay/walrelay/decode"
 )
@@ -30,7 +33,8 @@ import (
 // leanSpan is the Context of a record whose event has a sampled span on
 // the lean path, and the span itself.
 type leanSpan struct {
-	context.Context // the record's, with the writer's span context
+	context.Context // the record's, with parent as its span
+	parent          remoteParent
 	rel             *Relay
 	tid             trace.TraceID
 	sid, psid       trace.SpanID
@@ -69,7 +73,11 @@ const (
 // decision and ids (tracer.newSpan's rules), the headers, and the span's
 // record in r.Context when sampled.
 func (t *Relay) recordLean(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kgo.RecordHeader, ts []byte, sc trace.SpanContext) []kgo.RecordHeader {
-	ctx := trace.ContextWithRemoteSpanContext(r.Context, sc)
+	// N.B. the record first: the events that get here are sampled but
+	// for a sampler that decides against a sampled writer (its parent
+	// context is the record's, without an allocation of its own).
+	s := &leanSpan{parent: remoteParent{sc: sc}}
+	ctx := trace.ContextWithSpan(r.Context, &s.parent)
 	tid := sc.TraceID()
 	sid := t.ids.NewSpanID(ctx, tid)
 	res := t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: ctx, TraceID: tid, Name: SpanName, Kind: trace.SpanKindProducer})
@@ -77,10 +85,10 @@ func (t *Relay) recordLean(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs 
 	var tp []byte
 	if res.Decision == sdktrace.RecordAndSample {
 		flags |= trace.FlagsSampled
-		s := &leanSpan{Context: ctx, rel: t, tid: tid, sid: sid, psid: sc.SpanID(), flags: flags,
-			state: res.Tracestate, attrs: res.Attributes, start: tx.CommitTime,
-			id: ev.ID, key: ev.Key, table: ev.Table, lsn: tx.CommitLSN, xid: tx.Xid,
-			replayed: tx.CommitTime.Before(t.started)}
+		s.Context, s.rel, s.tid, s.sid, s.psid, s.flags = ctx, t, tid, sid, sc.SpanID(), flags
+		s.state, s.attrs, s.start = res.Tracestate, res.Attributes, tx.CommitTime
+		s.id, s.key, s.table, s.lsn, s.xid = ev.ID, ev.Key, ev.Table, tx.CommitLSN, tx.Xid
+		s.replayed = tx.CommitTime.Before(t.started)
 		tp = appendTraceparent(s.tp[:0], tid, sid, flags)
 		r.Context = s
 	} else {
@@ -156,3 +164,23 @@ func (t *Relay) now() time.Time {
 	}
 	return time.Now()
 }
+
+// remoteParent is the writer's span in the sampler's parent context: what
+// trace.ContextWithRemoteSpanContext puts there (a span that records
+// nothing, of the remote span context sc), kept in the leanSpan rather than
+// allocated.
+type remoteParent struct {
+	embedded.Span
+	sc trace.SpanContext
+}
+
+func (p *remoteParent) SpanContext() trace.SpanContext        { return p.sc }
+func (*remoteParent) IsRecording() bool                       { return false }
+func (*remoteParent) End(...trace.SpanEndOption)              {}
+func (*remoteParent) AddEvent(string, ...trace.EventOption)   {}
+func (*remoteParent) AddLink(trace.Link)                      {}
+func (*remoteParent) RecordError(error, ...trace.EventOption) {}
+func (*remoteParent) SetStatus(codes.Code, string)            {}
+func (*remoteParent) SetName(string)                          {}
+func (*remoteParent) SetAttributes(...attribute.KeyValue)     {}
+func (*remoteParent) TracerProvider() trace.TracerProvider    { return noop.NewTracerProvider() }
