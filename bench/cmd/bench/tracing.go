@@ -63,8 +63,15 @@ var tracingBefore = []tracingMode{
 	{"100pct-before", "100pct, the -walrelay-before binary", nil, nil, true},
 }
 
+// tracingExtra are settings run only when BENCH_TRACING_SETTINGS names
+// them: 100pct with a queue no 100,000-event drain fills (a span dropped
+// costs less than one exported: the CPU of every span exported).
+var tracingExtra = []tracingMode{
+	{"100pct-bigqueue", "100pct, OTEL_BSP_MAX_QUEUE_SIZE=262144", nil, []string{"OTEL_BSP_MAX_QUEUE_SIZE=262144", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=2048"}, false},
+}
+
 // tracingSettings are the settings this run compares: tracingModes, and
-// tracingBefore with a -walrelay-before binary.
+// tracingBefore with a -walrelay-before binary; tracingExtra when named.
 func (b *bench) tracingSettings() []tracingMode {
 	all := tracingModes
 	if b.cfg.walrelayBefore != "" {
@@ -73,6 +80,7 @@ func (b *bench) tracingSettings() []tracingMode {
 	if *tracingOnly == "" {
 		return all
 	}
+	all = append(append([]tracingMode{}, all...), tracingExtra...)
 	var some []tracingMode
 	for _, m := range all {
 		if slices.Contains(strings.Split(*tracingOnly, ","), m.name) {
@@ -510,7 +518,7 @@ func tracingTable(res *Results) string {
 	sb.WriteString("\n## Tracing (OpenTelemetry spans to a real Collector on the same machine)\n\n")
 	fmt.Fprintf(&sb, "Every row carries a sampled writer's context. Medians over the rounds [their range]; percentages against `off` (the column read, no span export; `100pct-before` against `off-before`, the -walrelay-before binary's). Latency runs at %d events/s.\n\n", res.Tracing[0].Rate)
 	sb.WriteString("| setting | drain events/s | drain CPU µs/event | Collector CPU s (drain) | spans dropped (drain) | p50 ms | p99 ms | CPU µs/event at the rate | Collector CPU s |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, m := range append(append([]tracingMode{}, tracingModes...), tracingBefore...) {
+	for _, m := range append(append(append([]tracingMode{}, tracingModes...), tracingExtra...), tracingBefore...) {
 		f := figs[m.name]
 		if f == nil {
 			continue
