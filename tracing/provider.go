@@ -123,8 +123,9 @@ func protocol(getenv func(string) string) (string, error) {
 // decision is honoured), and a resource with service.name "walrelay"
 // unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
 // spans counts what becomes of the spans. Call it only when Enabled;
-// Shutdown flushes the spans.
-func NewProvider(ctx context.Context, getenv func(string) string, version string, spans *Spans) (*sdktrace.TracerProvider, error) {
+// Shutdown flushes the spans. walrelay's own span per event takes the lean
+// path beside the SDK (Provider).
+func NewProvider(ctx context.Context, getenv func(string) string, version string, spans *Spans) (*Provider, error) {
 	if err := CheckEnv(getenv); err != nil {
 		return nil, err
 	}
@@ -149,9 +150,10 @@ func NewProvider(ctx context.Context, getenv func(string) string, version string
 	if err != nil {
 		return nil, fmt.Errorf("%w: read OTEL_RESOURCE_ATTRIBUTES: %w", ErrConfig, err)
 	}
-	// N.B. no WithSampler: the SDK reads OTEL_TRACES_SAMPLER and its
-	// argument (checked above), parentbased_always_on without them.
-	return sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans.batcher(exp, getenv)), sdktrace.WithResource(res)), nil
+	// N.B. the sampler OTEL_TRACES_SAMPLER and its argument (checked
+	// above) pick, parentbased_always_on without them, as the SDK reads
+	// them: one object for the SDK's spans and the lean path's.
+	return newProviderFrom(exp, providerParts{res: res, sampler: samplerFromEnv(getenv), ids: randomIDs{}}, spans, getenv), nil
 }
 
 // walrelay's batch span processor defaults, where the OTEL_BSP_* variable

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/walrelay/walrelay/decode"
@@ -44,6 +45,13 @@ type Relay struct {
 	// bufs holds *attrBuf: the attributes of a span are built in one
 	// reused slice (the SDK copies them), not a new one per span.
 	bufs sync.Pool
+	// lean, when set, exports the spans on the lean path (leanSpan),
+	// sampled by sampler with ids from ids: those of the Provider.
+	lean     *leanExporter
+	sampler  sdktrace.Sampler
+	ids      sdktrace.IDGenerator
+	fixedEnc []byte           // fixed, encoded as span attributes
+	clock    func() time.Time // a test's end time; nil: time.Now
 }
 
 // attrBuf is a reusable attribute list.
@@ -94,6 +102,12 @@ func NewRelay(cfg RelayConfig) *Relay {
 	if cfg.Provider != nil {
 		t.tracer = cfg.Provider.Tracer(ScopeName)
 		t.parentBased, t.drops = cfg.ParentBased, cfg.Drops
+		if p, ok := cfg.Provider.(*Provider); ok && p.lean != nil {
+			t.lean, t.sampler, t.ids = p.lean, p.sampler, p.ids
+			for _, kv := range t.fixed {
+				t.fixedEnc = appendKeyValue(t.fixedEnc, fSpanAttributes, kv)
+			}
+		}
 	}
 	return t
 }
@@ -134,6 +148,9 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 		}
 		return hdrs
 	}
+	if t.lean != nil {
+		return t.recordLean(tx, ev, r, hdrs, ts, sc)
+	}
 	ctx, span := t.tracer.Start(trace.ContextWithRemoteSpanContext(r.Context, sc), SpanName,
 		t.kind, trace.WithTimestamp(tx.CommitTime))
 	if span.IsRecording() {
@@ -147,17 +164,17 @@ func (t *Relay) Record(tx *decode.Tx, ev *decode.Event, r *kgo.Record, hdrs []kg
 		r.Context = ctx
 	}
 	hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTraceparent, Value: traceparent(span.SpanContext())})
-	// N.B. the SDK gives the child its parent's tracestate: the writer's.
-	if span.SpanContext().TraceState().Len() > 0 {
-		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderTracestate, Value: ts})
-	}
-	return hdrs
+	return appendTracestate(hdrs, span.SpanContext().TraceState(), sc.TraceState(), ts)
 }
 
 // DeadLettered ends record r's span: the record was dead-lettered (why)
 // instead of produced; the dead letter keeps its trace headers.
 func (t *Relay) DeadLettered(r *kgo.Record, why error) {
 	if t.tracer == nil || r.Context == nil {
+		return
+	}
+	if s, ok := r.Context.(*leanSpan); ok {
+		t.endLean(s, r, leanDeadLettered, why.Error())
 		return
 	}
 	sr, ok := r.Context.(*spanRecord)
@@ -205,6 +222,10 @@ func (t *Relay) end(sr *spanRecord, r *kgo.Record, more ...attribute.KeyValue) {
 	b.kv = append(b.kv, more...)
 	sr.span.SetAttributes(b.kv...) // N.B. copied
 	t.bufs.Put(b)
+	if t.clock != nil {
+		sr.span.End(trace.WithTimestamp(t.clock()))
+		return
+	}
 	sr.span.End()
 }
 
@@ -218,15 +239,21 @@ func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), le
 // without fmt.
 func lsnString(lsn pglogrepl.LSN) string {
 	var b [17]byte
-	out := strconv.AppendUint(b[:0], uint64(lsn>>32), 16)
-	out = append(out, '/')
-	out = strconv.AppendUint(out, uint64(uint32(lsn)), 16)
-	for i, c := range out {
+	return string(appendLSN(b[:0], lsn))
+}
+
+// appendLSN appends lsn as PostgreSQL writes it.
+func appendLSN(b []byte, lsn pglogrepl.LSN) []byte {
+	at := len(b)
+	b = strconv.AppendUint(b, uint64(lsn>>32), 16)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(uint32(lsn)), 16)
+	for i, c := range b[at:] {
 		if c >= 'a' {
-			out[i] = c - 'a' + 'A'
+			b[at+i] = c - 'a' + 'A'
 		}
 	}
-	return string(out)
+	return b
 }
 
 // sampled reports whether valid traceparent tp has the sampled flag (bit
@@ -275,6 +302,14 @@ func traceparent(sc trace.SpanContext) []byte {
 // earlier Acked) is left as it is.
 func (t *Relay) Acked(r *kgo.Record, err error) {
 	if t.tracer == nil || r.Context == nil {
+		return
+	}
+	if s, ok := r.Context.(*leanSpan); ok {
+		if err != nil {
+			t.endLean(s, r, leanResent, err.Error())
+		} else {
+			t.endLean(s, r, leanAcked, "")
+		}
 		return
 	}
 	sr, ok := r.Context.(*spanRecord)

@@ -63,8 +63,15 @@ var tracingBefore = []tracingMode{
 	{"100pct-before", "100pct, the -walrelay-before binary", nil, nil, true},
 }
 
+// tracingExtra are settings run only when BENCH_TRACING_SETTINGS names
+// them: 100pct with a queue no 100,000-event drain fills (a span dropped
+// costs less than one exported: the CPU of every span exported).
+var tracingExtra = []tracingMode{
+	{"100pct-bigqueue", "100pct, OTEL_BSP_MAX_QUEUE_SIZE=262144", nil, []string{"OTEL_BSP_MAX_QUEUE_SIZE=262144", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=2048"}, false},
+}
+
 // tracingSettings are the settings this run compares: tracingModes, and
-// tracingBefore with a -walrelay-before binary.
+// tracingBefore with a -walrelay-before binary; tracingExtra when named.
 func (b *bench) tracingSettings() []tracingMode {
 	all := tracingModes
 	if b.cfg.walrelayBefore != "" {
@@ -73,6 +80,7 @@ func (b *bench) tracingSettings() []tracingMode {
 	if *tracingOnly == "" {
 		return all
 	}
+	all = append(append([]tracingMode{}, all...), tracingExtra...)
 	var some []tracingMode
 	for _, m := range all {
 		if slices.Contains(strings.Split(*tracingOnly, ","), m.name) {
@@ -106,7 +114,13 @@ type TracingRun struct {
 	// at the end of the drain and of the latency run: span exports that
 	// took over a second before a confirmation.
 	DrainGaveUp float64 `json:"drain_flushes_gave_up"`
-	LatGaveUp   float64 `json:"latency_flushes_gave_up"`
+	// DrainSpansExported and DrainSpansDropped are
+	// walrelay_trace_spans_total{outcome="exported"} and {"dropped"} at
+	// the end of the drain: a span dropped (the queue full) costs less
+	// than one exported.
+	DrainSpansExported float64 `json:"drain_spans_exported"`
+	DrainSpansDropped  float64 `json:"drain_spans_dropped"`
+	LatGaveUp          float64 `json:"latency_flushes_gave_up"`
 	// Latency run at Rate for its seconds: insert to consume, walrelay's
 	// CPU per event, the Collector's CPU.
 	Rate         int     `json:"rate"`
@@ -176,8 +190,8 @@ func (b *bench) runTracing(ctx context.Context) error {
 			if r.Error != "" {
 				errs = append(errs, fmt.Errorf("tracing %s round %d: %s", r.Mode, rd, r.Error))
 			}
-			logf("tracing round %d, %s: drain %d events in %.2fs (%.0f/s), %.2f µs CPU an event (Collector %.1fs, exports given up %.0f); %d/s: p50 %.1f p99 %.1f ms, %.2f µs CPU an event (Collector %.1fs, exports given up %.0f)%s",
-				rd, r.Mode, r.DrainEvents, r.DrainS, r.DrainPerS, r.DrainUSPerEv, r.DrainCollector, r.DrainGaveUp, r.Rate, r.Latency.P50, r.Latency.P99, r.LatUSPerEv, r.LatCollector, r.LatGaveUp, errSuffix(r.Error))
+			logf("tracing round %d, %s: drain %d events in %.2fs (%.0f/s), %.2f µs CPU an event (Collector %.1fs, exports given up %.0f, spans exported %.0f dropped %.0f); %d/s: p50 %.1f p99 %.1f ms, %.2f µs CPU an event (Collector %.1fs, exports given up %.0f)%s",
+				rd, r.Mode, r.DrainEvents, r.DrainS, r.DrainPerS, r.DrainUSPerEv, r.DrainCollector, r.DrainGaveUp, r.DrainSpansExported, r.DrainSpansDropped, r.Rate, r.Latency.P50, r.Latency.P99, r.LatUSPerEv, r.LatCollector, r.LatGaveUp, errSuffix(r.Error))
 		}
 		b.res.Tracing = append(b.res.Tracing, runs...)
 	}
@@ -259,6 +273,8 @@ func (b *bench) tracingDrains(ctx context.Context, col *testbed.Collector, modes
 		}
 		w.Close()
 		r.DrainGaveUp, _ = scrapeGauge(ctx, rl.metrics, gaveUpMetric)
+		r.DrainSpansExported, _ = scrapeGauge(ctx, rl.metrics, `walrelay_trace_spans_total{outcome="exported"}`)
+		r.DrainSpansDropped, _ = scrapeGauge(ctx, rl.metrics, `walrelay_trace_spans_total{outcome="dropped"}`)
 		r.DrainCPUS = round(rl.cpu(), 2)
 		r.DrainCollector = round(col.CPU()-col0, 2)
 		if err := rl.stop(); err != nil && r.Error == "" {
@@ -451,7 +467,7 @@ func tracingTable(res *Results) string {
 	if len(res.Tracing) == 0 {
 		return ""
 	}
-	type fig struct{ drainRate, drainUS, p50, p99, latUS, colDrain, colLat []float64 }
+	type fig struct{ drainRate, drainUS, p50, p99, latUS, colDrain, colLat, dropped []float64 }
 	figs := map[string]*fig{}
 	var errs []string
 	for _, r := range res.Tracing {
@@ -465,6 +481,7 @@ func tracingTable(res *Results) string {
 		}
 		if r.DrainS > 0 {
 			f.drainRate, f.drainUS, f.colDrain = append(f.drainRate, r.DrainPerS), append(f.drainUS, r.DrainUSPerEv), append(f.colDrain, r.DrainCollector)
+			f.dropped = append(f.dropped, r.DrainSpansDropped)
 		}
 		if r.Sent > 0 {
 			f.p50, f.p99, f.latUS, f.colLat = append(f.p50, r.Latency.P50), append(f.p99, r.Latency.P99), append(f.latUS, r.LatUSPerEv), append(f.colLat, r.LatCollector)
@@ -500,8 +517,8 @@ func tracingTable(res *Results) string {
 	var sb strings.Builder
 	sb.WriteString("\n## Tracing (OpenTelemetry spans to a real Collector on the same machine)\n\n")
 	fmt.Fprintf(&sb, "Every row carries a sampled writer's context. Medians over the rounds [their range]; percentages against `off` (the column read, no span export; `100pct-before` against `off-before`, the -walrelay-before binary's). Latency runs at %d events/s.\n\n", res.Tracing[0].Rate)
-	sb.WriteString("| setting | drain events/s | drain CPU µs/event | Collector CPU s (drain) | p50 ms | p99 ms | CPU µs/event at the rate | Collector CPU s |\n|---|---|---|---|---|---|---|---|\n")
-	for _, m := range append(append([]tracingMode{}, tracingModes...), tracingBefore...) {
+	sb.WriteString("| setting | drain events/s | drain CPU µs/event | Collector CPU s (drain) | spans dropped (drain) | p50 ms | p99 ms | CPU µs/event at the rate | Collector CPU s |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, m := range append(append(append([]tracingMode{}, tracingModes...), tracingExtra...), tracingBefore...) {
 		f := figs[m.name]
 		if f == nil {
 			continue
@@ -514,8 +531,8 @@ func tracingTable(res *Results) string {
 		case m.name != "off":
 			base = *off
 		}
-		fmt.Fprintf(&sb, "| %s: %s | %s | %s | %s | %s | %s | %s | %s |\n", m.name, m.setting,
-			cell(f.drainRate, 0, base.drainRate), cell(f.drainUS, 2, base.drainUS), cell(f.colDrain, 1, nil),
+		fmt.Fprintf(&sb, "| %s: %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.name, m.setting,
+			cell(f.drainRate, 0, base.drainRate), cell(f.drainUS, 2, base.drainUS), cell(f.colDrain, 1, nil), cell(f.dropped, 0, nil),
 			cell(f.p50, 1, nil), cell(f.p99, 1, nil), cell(f.latUS, 1, base.latUS), cell(f.colLat, 1, nil))
 	}
 	for _, e := range errs {
