@@ -102,6 +102,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, 
 // connection, from the row that names pid, this stream's walsender, as the
 // slot's holder: nobody else can move it any more.
 func (s *Stream) heldPosition(ctx context.Context, sql *pendingConn, pid uint32) (pglogrepl.LSN, error) {
+	defer sql.close()
 	conn, err := sql.get(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("read held slot position: %w", err)

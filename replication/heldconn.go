@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -12,9 +13,10 @@ import (
 // start, not two one after the other (a busy server forks each backend
 // slowly: docs/performance.md, "Start-up").
 type pendingConn struct {
-	done chan struct{}
-	conn *pgx.Conn
-	err  error
+	done   chan struct{}
+	conn   *pgx.Conn
+	err    error
+	closed sync.Once
 }
 
 // openSQL starts opening a ConnectSQL connection of connString.
@@ -38,12 +40,14 @@ func (p *pendingConn) get(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // close closes the connection once it is open (at once if it is), without
-// waiting for it.
+// waiting for it; again, it does nothing.
 func (p *pendingConn) close() {
-	go func() {
-		<-p.done
-		if p.conn != nil {
-			p.conn.Close(context.Background())
-		}
-	}()
+	p.closed.Do(func() {
+		go func() {
+			<-p.done
+			if p.conn != nil {
+				p.conn.Close(context.Background())
+			}
+		}()
+	})
 }

@@ -48,7 +48,9 @@ func hangingServer(t *testing.T) string {
 // answers. The pipelines after it start all the same: they stream and
 // deliver their events, while /readyz names orders alone. A fleet that
 // started its pipelines one after another, in the file's order, would
-// wait on orders forever.
+// wait on orders forever. And each streaming pipeline's connection that
+// read its held slot position (opened while its replication connection
+// was) is closed once read: none is left open beside the stream.
 func TestFleetHungDatabaseOthersStream(t *testing.T) {
 	t.Parallel()
 	addr := hangingServer(t)
@@ -65,6 +67,16 @@ func TestFleetHungDatabaseOthersStream(t *testing.T) {
 	rolledBack := write(t, 100, others...)
 	for _, e := range others {
 		readBack(t, e, rolledBack, false)
+	}
+	for _, e := range others {
+		harness.WaitFor(t, time.Minute, "pipeline "+e.name+"'s connection that read the held slot position to close", func() bool {
+			var n int
+			if err := e.Bed.QueryRow(t, e.DSN, `SELECT count(*)::int FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%slot_name = $1 AND active_pid = $2%'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n == 0
+		})
 	}
 	code, body := p.Get("/readyz")
 	if code != 503 || !strings.Contains(body, "orders: ") || strings.Contains(body, "billing: ") || strings.Contains(body, "shipping: ") {
