@@ -274,9 +274,28 @@ func (s *Store) endOffsets(ctx context.Context) (kadm.ListedOffsets, error) {
 // is a tombstone).
 func (s *Store) Read(ctx context.Context, system, database, slot string) (m Marker, found bool, err error) {
 	key := Key(system, database, slot)
+	var last []byte
+	err = s.scan(ctx, func(k, v []byte) {
+		if string(k) == key {
+			last, found = v, v != nil
+		}
+	})
+	if err != nil || !found {
+		return m, false, err
+	}
+	if err := json.Unmarshal(last, &m); err != nil {
+		return m, false, fmt.Errorf("decode marker %s: %w", key, err)
+	}
+	return m, true, nil
+}
+
+// scan reads the topic from its start to its end offsets and calls each
+// with every record's key and value (nil: a tombstone), in offset order
+// within a partition; control records are skipped.
+func (s *Store) scan(ctx context.Context, each func(key, value []byte)) error {
 	ends, err := s.endOffsets(ctx)
 	if err != nil {
-		return m, false, fmt.Errorf("list end offsets of %s: %w", s.cfg.Topic, err)
+		return fmt.Errorf("list end offsets of %s: %w", s.cfg.Topic, err)
 	}
 	want := map[int32]int64{}
 	offsets := map[string]map[int32]kgo.Offset{s.cfg.Topic: {}}
@@ -287,7 +306,7 @@ func (s *Store) Read(ctx context.Context, system, database, slot string) (m Mark
 		}
 	})
 	if len(want) == 0 {
-		return m, false, nil
+		return nil
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
@@ -299,10 +318,9 @@ func (s *Store) Read(ctx context.Context, system, database, slot string) (m Mark
 	}, s.cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return m, false, fmt.Errorf("create marker reader: %w", err)
+		return fmt.Errorf("create marker reader: %w", err)
 	}
 	defer cl.Close()
-	var last []byte
 	for len(want) > 0 {
 		// N.B. compaction may remove a partition's last offsets (a
 		// tombstone past delete.retention.ms): a poll that gets nothing for
@@ -312,7 +330,7 @@ func (s *Store) Read(ctx context.Context, system, database, slot string) (m Mark
 		fetches := cl.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return m, false, fmt.Errorf("read markers: %w", err)
+			return fmt.Errorf("read markers: %w", err)
 		}
 		var ferr error
 		fetches.EachError(func(_ string, _ int32, err error) {
@@ -321,28 +339,21 @@ func (s *Store) Read(ctx context.Context, system, database, slot string) (m Mark
 			}
 		})
 		if ferr != nil {
-			return m, false, fmt.Errorf("read markers: %w", ferr)
+			return fmt.Errorf("read markers: %w", ferr)
 		}
 		if fetches.NumRecords() == 0 {
 			break
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) == key && !r.Attrs.IsControl() {
-				last = r.Value
-				found = r.Value != nil
+			if !r.Attrs.IsControl() {
+				each(r.Key, r.Value)
 			}
 			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
 				delete(want, r.Partition)
 			}
 		})
 	}
-	if !found {
-		return m, false, nil
-	}
-	if err := json.Unmarshal(last, &m); err != nil {
-		return m, false, fmt.Errorf("decode marker %s: %w", key, err)
-	}
-	return m, true, nil
+	return nil
 }
 
 // LSN parses m's confirmed LSN.
@@ -356,6 +367,11 @@ func (s *Store) LastConfirmed(ctx context.Context, system, database, slot string
 	if err != nil || !found {
 		return 0, time.Time{}, false, err
 	}
+	return m.lastConfirmed(system, database, slot)
+}
+
+// lastConfirmed is LastConfirmed's answer for the slot's marker m.
+func (m Marker) lastConfirmed(system, database, slot string) (pglogrepl.LSN, time.Time, bool, error) {
 	if m.Recovery != nil {
 		return 0, time.Time{}, false, fmt.Errorf("%w: a %s of slot %q started at %s did not finish, and the slot has not been streamed from: run `walrelay recover` (or `walrelay run --recover-missing-slot`) to drop it and recover again",
 			ErrRecoveryUnfinished, m.Recovery.Kind, slot, m.Recovery.StartedAt.UTC().Format(time.RFC3339))

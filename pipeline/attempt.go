@@ -29,11 +29,13 @@ const bufferBatches = 16
 // stages are built back to front: tracker, sink, decoder, stream.
 func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	r.current.Store(nil)
+	ph := startPhases{at: time.Now()}
 	// Columns first: nothing is created for a mapping that cannot work.
 	checked, err := CheckColumns(ctx, r.rc.ConnString, r.rc.Publication, r.dc)
 	if err != nil {
 		return onPostgres(err)
 	}
+	ph.mark("columns")
 	// N.B. the marker store before the slot: whether a missing slot may be
 	// created depends on its marker. It lives as long as the relay (a
 	// replica waiting for the slot tries every second).
@@ -45,19 +47,26 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		}
 		r.hist.setStore(ms)
 	}
+	ph.mark("marker_store")
 	rc := r.rc
 	rc.History = &r.hist
 	st, err := pgcatalog.Prepare(ctx, rc, r.log)
 	if err != nil {
 		return onPostgres(err)
 	}
+	ph.mark("preflight")
 	// N.B. the marker is in Kafka before anything is confirmed on the slot:
 	// from now on a missing slot is one walrelay streamed from. Prepare has
-	// read it: one that exists is refreshed once the slot moves.
-	if !r.hist.has(st.SystemID, st.Database, r.rc.Slot) {
-		if err := r.writeMarker(ctx, ms, st, st.ConfirmedFlush); err != nil {
-			return onKafka(err)
-		}
+	// read it: one that exists is refreshed once the slot moves. Written
+	// while the sink starts (neither confirms anything), waited for before
+	// the stream starts.
+	marked := make(chan error, 1)
+	if r.hist.has(st.SystemID, st.Database, r.rc.Slot) {
+		marked <- nil
+	} else {
+		mctx, mcancel := context.WithCancel(ctx)
+		defer mcancel()
+		go func() { marked <- r.writeMarker(mctx, ms, st, st.ConfirmedFlush) }()
 	}
 	tr := checkpoint.New(st.ConfirmedFlush)
 	sc := r.sc
@@ -83,6 +92,12 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 		return onKafka(err)
 	}
 	r.kafkaAnswered.Store(time.Now().UnixNano())
+	ph.mark("sink")
+	if err := <-marked; err != nil {
+		return onKafka(err)
+	}
+	ph.mark("marker_write")
+	r.log.Debug("start phases", ph.fields()...)
 	dc := r.dc
 	dc.ResolvePartitionRoots = true
 	dc.Types, dc.LiveFrom, dc.Columns = checked.Types, checked.At, checked.Columns

@@ -26,6 +26,10 @@ type history struct {
 	mu    sync.Mutex
 	known map[string]kafkastate.Marker // by kafkastate.Key
 	store *kafkastate.Store            // opened by the first attempt that reaches Kafka
+	// shared: store is the process's (SharedMarkers), never closed here;
+	// snap its snapshot, until the first LastConfirmed.
+	shared bool
+	snap   *kafkastate.Snapshot
 }
 
 func (h *history) setStore(s *kafkastate.Store) {
@@ -52,7 +56,7 @@ func (h *history) has(system, database, slot string) bool {
 func (h *history) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.store != nil {
+	if h.store != nil && !h.shared {
 		h.store.Close()
 		h.store = nil
 	}
@@ -71,6 +75,12 @@ func (h *history) LastConfirmed(ctx context.Context, system, database, slot stri
 	if ok {
 		lsn, err := m.LSN()
 		return lsn, m.UpdatedAt, err == nil, err
+	}
+	if lsn, at, found, used, err := h.fromSnapshot(system, database, slot); used {
+		if found {
+			h.remember(kafkastate.Marker{Slot: slot, Database: database, SystemIdentifier: system, ConfirmedLSN: lsn.String(), UpdatedAt: at})
+		}
+		return lsn, at, found, err
 	}
 	if store == nil {
 		return 0, time.Time{}, false, nil

@@ -53,6 +53,9 @@ type Config struct {
 	// (PostgreSQL 17+; "": none): the relay makes its copy synchronizable
 	// and reports it (keepSyncReady).
 	StandbyURL string
+	// Markers is a marker store shared with the process's other
+	// pipelines (package fleet); nil: the relay opens its own.
+	Markers *SharedMarkers
 }
 
 // Validate reports every problem with the stages' configurations at once.
@@ -159,6 +162,7 @@ func New(cfg Config, log *zap.Logger) (*Relay, error) {
 	if r.tracing, err = newTracing(cfg, m, log); err != nil { // tracing.go
 		return nil, err
 	}
+	r.hist.useShared(cfg.Markers)
 	r.register()
 	return r, nil
 }

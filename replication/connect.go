@@ -101,12 +101,12 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingConn, 
 // heldPosition reads the slot's confirmed_flush_lsn through a normal
 // connection, from the row that names pid, this stream's walsender, as the
 // slot's holder: nobody else can move it any more.
-func (s *Stream) heldPosition(ctx context.Context, pid uint32) (pglogrepl.LSN, error) {
-	conn, err := ConnectSQL(ctx, s.cfg.ConnString)
+func (s *Stream) heldPosition(ctx context.Context, sql *pendingConn, pid uint32) (pglogrepl.LSN, error) {
+	defer sql.close()
+	conn, err := sql.get(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("read held slot position: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	var confirmed *string
 	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2`,
 		s.cfg.Slot, int64(pid)).Scan(&confirmed)

@@ -151,6 +151,8 @@ type session struct {
 // transaction being received is finished, out is closed, and Run waits for
 // drained before it sends the final status update and returns nil).
 func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.LSN, out chan<- []Message, drained <-chan struct{}) error {
+	sql := openSQL(ctx, s.cfg.ConnString) // heldconn.go: heldPosition's
+	defer sql.close()
 	conn, reader, err := s.connect(ctx)
 	if err != nil {
 		return err
@@ -198,7 +200,7 @@ func (s *Stream) Run(ctx context.Context, stop <-chan struct{}, start pglogrepl.
 	// position, and confirming the older one would move the slot back on a
 	// server without the guard against a lower flush (17 and the latest
 	// minor releases of older versions have it).
-	held, err := s.heldPosition(ctx, conn.PID())
+	held, err := s.heldPosition(ctx, sql, conn.PID())
 	if errors.Is(err, errNotHeld) {
 		// N.B. the walsender let go of the slot it had just acquired: it
 		// failed, and its error is on the replication connection, unread.

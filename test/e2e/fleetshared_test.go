@@ -164,8 +164,8 @@ func TestFleetSharedClientOneKafkaFault(t *testing.T) {
 // TestFleetSharedClientConnections: the connections to Kafka of three
 // pipelines, first with equal Kafka settings (one shared producer
 // client), then each with a linger of its own (one client each, as
-// before sharing). Each pipeline's marker store keeps a client of its
-// own in both.
+// before sharing). The three share one marker store's client in both
+// (fleet/markers.go).
 func TestFleetSharedClientConnections(t *testing.T) {
 	t.Parallel()
 	count := func(edit func(string) string) int {

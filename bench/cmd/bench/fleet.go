@@ -73,6 +73,7 @@ type FleetDrain struct {
 	CPUS                float64 `json:"cpu_s"`
 	PeakRSSMiB          float64 `json:"peak_rss_mib"`
 	Error               string  `json:"error,omitempty"`
+	Round               int     `json:"round"` // fleetdrain.go
 }
 
 // FleetRun is the fleet workload's results.
@@ -87,10 +88,17 @@ type FleetRun struct {
 	Drains      []FleetDrain `json:"drains"`
 	// PerIdlePipelineMiB: (N idle − 1 idle) / (N − 1).
 	PerIdlePipelineMiB float64 `json:"rss_per_idle_pipeline_mib"`
-	DrainRatio         float64 `json:"drain_ratio_walrelay_to_pg_recvlogical"`
+	// DrainRatio: the median of the rounds' ratios, each from its start
+	// (FleetDrainRound); DrainRatioStreaming from all streaming.
+	DrainRatio          float64 `json:"drain_ratio_walrelay_to_pg_recvlogical"`
+	DrainRatioStreaming float64 `json:"drain_ratio_from_all_streaming"`
 	// DrainRatioInKafka counts walrelay's drain to its last record in
 	// Kafka rather than to its last confirmation.
 	DrainRatioInKafka float64 `json:"drain_ratio_walrelay_in_kafka_to_pg_recvlogical"`
+	// DrainRatioBefore*: walrelay-before's (BENCH_WALRELAY_BEFORE).
+	DrainRatioBefore          float64           `json:"drain_ratio_before_to_pg_recvlogical,omitempty"`
+	DrainRatioBeforeStreaming float64           `json:"drain_ratio_before_from_all_streaming,omitempty"`
+	DrainRounds               []FleetDrainRound `json:"drain_rounds"`
 }
 
 const (
@@ -148,7 +156,7 @@ func (b *bench) runFleet(ctx context.Context) error {
 		}
 	}
 	typ := "fleet_" + run
-	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, "wrfleet."+typ, "wrfleet.drain_"+run); err != nil {
+	if err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), nil, "wrfleet."+typ); err != nil {
 		return err
 	}
 	var errs []error
@@ -176,10 +184,6 @@ func (b *bench) runFleet(ctx context.Context) error {
 	d := min(b.cfg.fleetDrain, n)
 	if err := b.fleetDrains(ctx, dsns[:d], run); err != nil {
 		errs = append(errs, err)
-	}
-	if len(fr.Drains) == 2 && fr.Drains[1].EventsPerSec > 0 {
-		fr.DrainRatio = round(fr.Drains[0].EventsPerSec/fr.Drains[1].EventsPerSec, 2)
-		fr.DrainRatioInKafka = round(fr.Drains[0].EventsPerSecInKafka/fr.Drains[1].EventsPerSec, 2)
 	}
 	return errors.Join(errs...)
 }
@@ -235,7 +239,7 @@ func (b *bench) fleetFile(dsns, slots []string, tag string) (string, string, err
 			return "", "", err
 		}
 		pub := "fleet_pub"
-		if tag == "drain" {
+		if strings.HasPrefix(tag, "drain") {
 			pub = "fleetdr_pub"
 		}
 		fmt.Fprintf(&f, "  - name: p%03d\n    pg-url-file: %s\n    slot: %s\n    publication: %s\n", i, uf, slots[i], pub)
@@ -488,122 +492,6 @@ func (b *bench) fleetWaitConfirmed(ctx context.Context, slots []string, targets 
 	}
 }
 
-// fleetDrains writes a backlog of single-row transactions to each of dsns,
-// seen by two slots each (walrelay's and pg_recvlogical's, one publication),
-// then drains them all at once: one walrelay --config, then one
-// pg_recvlogical per database.
-func (b *bench) fleetDrains(ctx context.Context, dsns []string, run string) error {
-	fr := b.res.Fleet
-	n := len(dsns)
-	wr, rl := make([]string, n), make([]string, n)
-	for i := range dsns {
-		wr[i], rl[i] = fmt.Sprintf("fldw%s_%03d", run, i), fmt.Sprintf("fldr%s_%03d", run, i)
-		if _, err := rig.CreateSlot(ctx, dsns[i], wr[i], "fleetdr_pub"); err != nil {
-			return err
-		}
-		if err := testbed.Exec(ctx, dsns[i], `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, rl[i]); err != nil {
-			return fmt.Errorf("create slot %s: %w", rl[i], err)
-		}
-	}
-	defer func() {
-		for i := range dsns {
-			for _, s := range []string{wr[i], rl[i]} {
-				if err := rig.DropSlot(context.WithoutCancel(ctx), dsns[i], s, ""); err != nil {
-					logf("fleet: %v", err)
-				}
-			}
-		}
-	}()
-	typ := "drain_" + run
-	logf("fleet: writing %d single-row transactions to each of %d databases", fr.Backlog, n)
-	markers := make([]pglogrepl.LSN, n)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range dsns {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			if errs[i] = testbed.Exec(ctx, dsns[i], `CALL bench_fill($1, 1, $2, $3)`, typ, fr.Backlog, b.cfg.aggregates); errs[i] != nil {
-				return
-			}
-			markers[i], errs[i] = rig.Marker(ctx, dsns[i], typ)
-		}(i)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("fleet: write backlog: %w", err)
-	}
-	events := int64(n) * int64(fr.Backlog+2)
-
-	// walrelay: from its start until every slot is confirmed past its marker.
-	d := FleetDrain{Relay: relayWalrelay + " --config", Pipelines: n, Events: events}
-	path, addr, err := b.fleetFile(dsns, wr, "drain")
-	if err != nil {
-		return err
-	}
-	_ = addr
-	p, err := rig.StartWalrelay(b.bin, filepath.Join(b.logDir("logs"), "fleet-drain.log"), "--config", path)
-	if err != nil {
-		return err
-	}
-	inKafka := make(chan float64, 1)
-	go func() {
-		deadline := p.Started.Add(b.cfg.drainTimeout)
-		for ctx.Err() == nil && time.Now().Before(deadline) {
-			if got, err := b.adm.EndOffsets(ctx, "wrfleet."+typ); err == nil && got >= events {
-				inKafka <- time.Since(p.Started).Seconds()
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		inKafka <- 0
-	}()
-	d.StreamingS = b.fleetWaitStreaming(ctx, wr, markers, p.Started)
-	if err := b.fleetWaitConfirmed(ctx, wr, markers, b.cfg.drainTimeout); err != nil {
-		d.Error = err.Error()
-	}
-	d.Seconds = round(time.Since(p.Started).Seconds(), 2)
-	d.EventsPerSecStreaming = round(float64(events)/(d.Seconds-d.StreamingS), 0)
-	if k := <-inKafka; k > 0 {
-		d.InKafkaS, d.EventsPerSecInKafka = round(k, 2), round(float64(events)/k, 0)
-	}
-	p.Sample()
-	d.CPUS, d.PeakRSSMiB = round(p.CPU(), 2), round(p.PeakRSSMB(), 1)
-	if err := p.Stop(60 * time.Second); err != nil {
-		logf("fleet: stop: %v", err)
-	}
-	d.EventsPerSec = round(float64(events)/d.Seconds, 0)
-	fr.Drains = append(fr.Drains, d)
-	logf("fleet: walrelay --config drained %d events over %d pipelines in %.2f s: %.0f events/s%s", events, n, d.Seconds, d.EventsPerSec, errSuffix(d.Error))
-
-	// pg_recvlogical: one per database, each up to its marker (-E).
-	r := FleetDrain{Relay: relayRecv + " ×" + fmt.Sprint(n), Pipelines: n, Events: events}
-	t0 := time.Now()
-	procs := make([]*proc.Proc, n)
-	for i := range dsns {
-		if procs[i], err = rig.StartProc(relayRecv, filepath.Join(b.logDir("logs"), rl[i]+".log"), nil,
-			append([]string{b.recvBin()}, recvArgs(dsns[i], rl[i], "fleetdr_pub", markers[i])...)...); err != nil {
-			return err
-		}
-	}
-	r.StreamingS = b.fleetWaitStreaming(ctx, rl, markers, t0)
-	var cpu float64
-	for _, q := range procs {
-		if !q.Wait(b.cfg.drainTimeout) {
-			r.Error = "pg_recvlogical did not reach its end position"
-			_ = q.Kill()
-		}
-		cpu += q.CPU()
-	}
-	r.Seconds = round(time.Since(t0).Seconds(), 2)
-	r.CPUS = round(cpu, 2)
-	r.EventsPerSec = round(float64(events)/r.Seconds, 0)
-	r.EventsPerSecStreaming = round(float64(events)/(r.Seconds-r.StreamingS), 0)
-	fr.Drains = append(fr.Drains, r)
-	logf("fleet: %d pg_recvlogical drained %d events in %.2f s: %.0f events/s%s", n, events, r.Seconds, r.EventsPerSec, errSuffix(r.Error))
-	return nil
-}
-
 // fleetWaitStreaming waits until every slot has a walsender or is
 // confirmed at or past its target, and returns the seconds since t0.
 func (b *bench) fleetWaitStreaming(ctx context.Context, slots []string, targets []pglogrepl.LSN, t0 time.Time) float64 {
@@ -665,20 +553,22 @@ func fleetTable(res *Results) string {
 		}
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "Drains at once, %d single-row transactions a database, both on the same WAL (two slots a database, one publication):\n\n", fr.Backlog)
-	b.WriteString("| relay | pipelines | events | s (from the start) | events/s | start to all streaming s | events/s from all streaming | CPU s | peak RSS MiB |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Drains at once, %d single-row transactions a database, in %d rounds; in each, one backlog and every relay's slots before it (one publication), the relays one after another, the order turned round each round:\n\n", fr.Backlog, len(fr.DrainRounds))
+	b.WriteString("| round | relay | pipelines | events | s (from the start) | events/s | start to all streaming s | events/s from all streaming | all in Kafka s | CPU s | peak RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, d := range fr.Drains {
 		relay := d.Relay
 		if d.Error != "" {
 			relay += " (error: " + d.Error + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.0f | %.2f | %.0f | %s | %s |\n", relay, d.Pipelines, d.Events, d.Seconds, d.EventsPerSec, d.StreamingS, d.EventsPerSecStreaming, f1(d.CPUS), f1(d.PeakRSSMiB))
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %.2f | %.0f | %.2f | %.0f | %s | %s | %s |\n", d.Round, relay, d.Pipelines, d.Events, d.Seconds, d.EventsPerSec, d.StreamingS, d.EventsPerSecStreaming, f1(d.InKafkaS), f1(d.CPUS), f1(d.PeakRSSMiB))
 	}
-	fmt.Fprintf(&b, "\nwalrelay / pg_recvlogical aggregate, each from its start (goal: at least 0.9×): %.2f× to walrelay's last confirmation (it confirms every status-interval; pg_recvlogical exits at its end position), %.2f× to its last record in Kafka.\n", fr.DrainRatio, fr.DrainRatioInKafka)
-	for _, d := range fr.Drains {
-		if d.InKafkaS > 0 {
-			fmt.Fprintf(&b, "%s: every record in Kafka %.2f s after its start (%.0f events/s).\n", d.Relay, d.InKafkaS, d.EventsPerSecInKafka)
-		}
+	b.WriteString("\n| round | walrelay / pg_recvlogical from the start | from all streaming | to walrelay's last record in Kafka | walrelay-before from the start | from all streaming | load at start → end | busy share |\n|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	for _, rd := range fr.DrainRounds {
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f | %s | %s | %s → %s | %.2f |\n", rd.Round, rd.Ratio, rd.RatioStreaming, rd.RatioInKafka, f2(rd.RatioBefore), f2(rd.RatioBeforeStreaming), rd.LoadStart, rd.LoadEnd, rd.BusyShare)
+	}
+	fmt.Fprintf(&b, "\nwalrelay / pg_recvlogical aggregate, the rounds' median (goal: at least 0.9×): %.2f× each from its start (walrelay to its last confirmation, pg_recvlogical to its exit at its end position), %.2f× each from the moment all its slots stream, %.2f× to walrelay's last record in Kafka.\n", fr.DrainRatio, fr.DrainRatioStreaming, fr.DrainRatioInKafka)
+	if fr.DrainRatioBefore > 0 {
+		fmt.Fprintf(&b, "walrelay-before / pg_recvlogical: %.2f× from the start, %.2f× from all streaming.\n", fr.DrainRatioBefore, fr.DrainRatioBeforeStreaming)
 	}
 	return b.String()
 }

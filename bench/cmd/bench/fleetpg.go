@@ -31,9 +31,9 @@ type fleetPG struct {
 }
 
 // fleetPostgresFor starts a PostgreSQL for n pipelines and d drains: a
-// slot and a walsender per pipeline (and two per drain: walrelay's and
-// pg_recvlogical's), four connections per pipeline (walrelay's three and
-// a writer's) and room for the bench's own.
+// slot and a walsender per pipeline (and three per drain: walrelay's,
+// walrelay-before's and pg_recvlogical's), four connections per pipeline
+// (walrelay's three and a writer's) and room for the bench's own.
 func (b *bench) fleetPostgresFor(ctx context.Context, n, d int) (*fleetPG, error) {
 	bin := b.env.PGBinDir
 	if bin == "" {
@@ -67,13 +67,13 @@ func (b *bench) fleetPostgresFor(ctx context.Context, n, d int) (*fleetPG, error
 	if err != nil {
 		return nil, err
 	}
-	slots := n + 2*d + 10
+	slots := n + 3*d + 10
 	f.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	args := []string{"-D", f.data, "-p", strconv.Itoa(port), "-k", dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "wal_level=logical",
 		"-c", "max_replication_slots=" + strconv.Itoa(slots),
 		"-c", "max_wal_senders=" + strconv.Itoa(slots),
-		"-c", "max_connections=" + strconv.Itoa(4*n+2*d+60),
+		"-c", "max_connections=" + strconv.Itoa(4*n+3*d+60),
 		"-c", "fsync=off", "-c", "wal_sender_timeout=60s", "-c", "logging_collector=off"}
 	f.p, err = proc.Start(proc.Options{Name: "postgres (fleet)", Path: filepath.Join(bin, "postgres"), Args: args,
 		Dir: dir, Log: filepath.Join(b.logDir("logs"), "fleet-postgres.log"), Group: true, Credential: cred, DeathSignal: syscall.SIGQUIT})
@@ -86,7 +86,7 @@ func (b *bench) fleetPostgresFor(ctx context.Context, n, d int) (*fleetPG, error
 		conn, err := pgconn.Connect(wctx, f.url)
 		if err == nil {
 			conn.Close(ctx)
-			logf("fleet: own PostgreSQL on port %d: max_replication_slots and max_wal_senders %d, max_connections %d", port, slots, 4*n+2*d+60)
+			logf("fleet: own PostgreSQL on port %d: max_replication_slots and max_wal_senders %d, max_connections %d", port, slots, 4*n+3*d+60)
 			return f, nil
 		}
 		select {

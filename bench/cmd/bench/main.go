@@ -63,6 +63,9 @@ type config struct {
 	fleetBacklog   int
 	keepLogs       bool
 	logLevel       string
+
+	// fleetDrainRounds: drain rounds, relays alternating (fleetdrain.go)
+	fleetDrainRounds int
 }
 
 func envOr(name, def string) string {
@@ -101,6 +104,7 @@ func parseConfig() (*config, error) {
 	startupRounds := fs.String("startup-rounds", envOr("BENCH_STARTUP_ROUNDS", "5"), "startup: measured starts of each kind (BENCH_STARTUP_ROUNDS)")
 	fleetPipes := fs.String("fleet-pipelines", envOr("BENCH_FLEET_PIPELINES", "100"), "fleet: pipelines (databases) in one walrelay --config, capped at what the bed's PostgreSQL takes (BENCH_FLEET_PIPELINES)")
 	fleetDrain := fs.String("fleet-drain", envOr("BENCH_FLEET_DRAIN", "10"), "fleet: pipelines draining a backlog at once, against as many pg_recvlogical (BENCH_FLEET_DRAIN)")
+	fleetRounds := fs.String("fleet-drain-rounds", envOr("BENCH_FLEET_DRAIN_ROUNDS", "3"), "fleet: drain rounds, each a backlog drained by walrelay --config (and BENCH_WALRELAY_BEFORE's) and by pg_recvlogical, in an order that turns round each round (BENCH_FLEET_DRAIN_ROUNDS)")
 	fleetBacklog := fs.String("fleet-backlog", envOr("BENCH_FLEET_BACKLOG", "50000"), "fleet: single-row transactions in each draining pipeline's backlog (BENCH_FLEET_BACKLOG)")
 	fs.StringVar(&c.db, "db", envOr("BENCH_DB", "walrelay_bench"), "database to (re)create for the run (BENCH_DB)")
 	fs.StringVar(&c.logLevel, "walrelay-log-level", envOr("BENCH_WALRELAY_LOG_LEVEL", "info"), "walrelay --log-level; debug logs every confirmation (BENCH_WALRELAY_LOG_LEVEL)")
@@ -136,6 +140,7 @@ func parseConfig() (*config, error) {
 	c.fleetPipelines = atoi("fleet-pipelines", *fleetPipes, 2)
 	c.fleetDrain = atoi("fleet-drain", *fleetDrain, 1)
 	c.fleetBacklog = atoi("fleet-backlog", *fleetBacklog, 1)
+	c.fleetDrainRounds = atoi("fleet-drain-rounds", *fleetRounds, 1)
 	c.crashEvery = dur("crash-every", *crashEvery)
 	c.w2Duration = dur("w2-duration", *w2d)
 	c.w2Warmup = dur("w2-warmup", *w2w)
