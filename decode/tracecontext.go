@@ -13,6 +13,10 @@ import "github.com/walrelay/walrelay/internal/pgoutput"
 // default, the column the Quarkus outbox extension writes.
 const DefaultTraceContextColumn = "tracingspancontext"
 
+// TraceColumn is the configured trace-context column (with --source
+// messages, the content's field); "" for none.
+func (c Config) TraceColumn() string { return c.traceColumn() }
+
 // traceColumn is the configured trace-context column; "" for none.
 func (c Config) traceColumn() string {
 	switch c.TraceContextColumn {

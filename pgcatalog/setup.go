@@ -211,11 +211,18 @@ func (p *SetupPlan) Apply(ctx context.Context, c *CommandConn, w io.Writer) erro
 	return nil
 }
 
+// emitParams are walrelay.emit's parameters; its overload with the trace
+// context adds traceparent text.
+const emitParams = "aggregatetype text, aggregateid text, type text, payload jsonb"
+
 // EmitSQL is the SQL that creates walrelay.emit(aggregatetype, aggregateid,
 // type, payload jsonb), which emits one event of the message source in the
-// caller's transaction and returns its id. The content's keys are the
-// column names the flags configure; it is written with jsonb's text
-// output, so its payload reaches Kafka as a jsonb payload column renders.
+// caller's transaction and returns its id, and, unless the trace-context
+// field is off, walrelay.emit(..., traceparent text), which also writes
+// its trace context (a W3C traceparent or Debezium's Properties text) as
+// that field. The content's keys are the column names the flags
+// configure; it is written with jsonb's text output, so its payload
+// reaches Kafka as a jsonb payload column renders.
 func EmitSQL(dc decode.Config) ([]string, error) {
 	mapped, err := decode.MappedColumns(dc)
 	if err != nil {
@@ -250,18 +257,24 @@ func EmitSQL(dc decode.Config) ([]string, error) {
 	// N.B. transactional (true): the message is decoded at its
 	// transaction's commit, in WAL order with its rows, and dropped on
 	// rollback. gen_random_uuid is core since PostgreSQL 13.
-	return []string{
-		"CREATE SCHEMA IF NOT EXISTS walrelay",
-		"CREATE OR REPLACE FUNCTION walrelay.emit(aggregatetype text, aggregateid text, type text, payload jsonb) RETURNS uuid\n" +
+	create := func(sig string, args []string) string {
+		return "CREATE OR REPLACE FUNCTION walrelay.emit(" + sig + ") RETURNS uuid\n" +
 			"LANGUAGE plpgsql VOLATILE AS $emit$\n" +
 			"DECLARE id uuid := gen_random_uuid();\n" +
 			"BEGIN\n" +
 			"  PERFORM pg_logical_emit_message(true, " + lit(prefix) + ", jsonb_build_object(" + strings.Join(args, ", ") + ")::text);\n" +
 			"  RETURN id;\n" +
 			"END\n" +
-			"$emit$",
-		"GRANT USAGE ON SCHEMA walrelay TO PUBLIC",
-	}, nil
+			"$emit$"
+	}
+	stmts := []string{"CREATE SCHEMA IF NOT EXISTS walrelay", create(emitParams, args)}
+	if tc := dc.TraceColumn(); tc != "" {
+		// N.B. an overload, not a parameter with a default: a function
+		// an older setup made keeps its signature, and a call with four
+		// arguments is never ambiguous. NULL: no context (JSON null).
+		stmts = append(stmts, create(emitParams+", traceparent text", append(slices.Clone(args), lit(tc)+", traceparent")))
+	}
+	return append(stmts, "GRANT USAGE ON SCHEMA walrelay TO PUBLIC"), nil
 }
 
 // RedactPassword hides the role's password verifier in the statements
