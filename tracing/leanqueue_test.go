@@ -93,17 +93,8 @@ func TestLeanSpansCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := recv.count()
-		dropped, exported, failed := testutil.ToFloat64(s.Dropped), testutil.ToFloat64(s.Exported), testutil.ToFloat64(s.Failed)
-		if got == 0 || got == ended || dropped != float64(ended-got) {
-			t.Errorf("fail %v: the receiver got %d of %d spans; dropped counter %v, want %d", fail, got, ended, dropped, ended-got)
-		}
-		want := [2]float64{float64(got), 0} // exported, failed
-		if fail {
-			want = [2]float64{0, float64(got)}
-		}
-		if exported != want[0] || failed != want[1] || s.Lost() != uint64(ended-int(want[0])) {
-			t.Errorf("fail %v: exported %v failed %v lost %d, want %v %v %d", fail, exported, failed, s.Lost(), want[0], want[1], ended-int(want[0]))
-		}
+		checkCounted(t, s, fail, got, ended)
+		dropped := testutil.ToFloat64(s.Dropped)
 		gExported, gGaveUp := gateCounters()
 		lossy := prometheus.NewCounter(prometheus.CounterOpts{Name: "l"})
 		g := NewGate(GateConfig{Flush: prov.ForceFlush, Exported: gExported, GaveUp: gGaveUp, Lost: s.Lost, Lossy: lossy})

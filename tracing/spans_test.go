@@ -66,17 +66,8 @@ func TestSpansDroppedCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := exp.count()
-		dropped, exported, failed := testutil.ToFloat64(s.Dropped), testutil.ToFloat64(s.Exported), testutil.ToFloat64(s.Failed)
-		if got == 0 || got == ended || dropped != float64(ended-got) {
-			t.Errorf("fail %v: the exporter received %d of %d spans; dropped counter %v, want %d", fail, got, ended, dropped, ended-got)
-		}
-		want := [2]float64{float64(got), 0} // exported, failed
-		if fail {
-			want = [2]float64{0, float64(got)}
-		}
-		if exported != want[0] || failed != want[1] || s.Lost() != uint64(ended-int(want[0])) {
-			t.Errorf("fail %v: exported %v failed %v lost %d, want %v %v %d", fail, exported, failed, s.Lost(), want[0], want[1], ended-int(want[0]))
-		}
+		checkCounted(t, s, fail, got, ended)
+		dropped := testutil.ToFloat64(s.Dropped)
 
 		gExported, gGaveUp := gateCounters()
 		lossy := prometheus.NewCounter(prometheus.CounterOpts{Name: "l"})
@@ -117,5 +108,24 @@ func TestQueueSizes(t *testing.T) {
 		if q, b := queueSizes(tc.getenv); q != tc.queue || b != tc.batch {
 			t.Errorf("queue %d batch %d, want %d %d", q, b, tc.queue, tc.batch)
 		}
+	}
+}
+
+// checkCounted checks s's counters after ended spans of which the
+// receiving end got got (the rest dropped), every export failing when
+// fail: some but not all got through, each dropped one counted, the rest
+// counted exported or failed, and Lost every span not exported.
+func checkCounted(t *testing.T, s *Spans, fail bool, got, ended int) {
+	t.Helper()
+	dropped, exported, failed := testutil.ToFloat64(s.Dropped), testutil.ToFloat64(s.Exported), testutil.ToFloat64(s.Failed)
+	if got == 0 || got == ended || dropped != float64(ended-got) {
+		t.Errorf("fail %v: the receiving end got %d of %d spans; dropped counter %v, want %d", fail, got, ended, dropped, ended-got)
+	}
+	want := [2]float64{float64(got), 0} // exported, failed
+	if fail {
+		want = [2]float64{0, float64(got)}
+	}
+	if exported != want[0] || failed != want[1] || s.Lost() != uint64(ended-int(want[0])) {
+		t.Errorf("fail %v: exported %v failed %v lost %d, want %v %v %d", fail, exported, failed, s.Lost(), want[0], want[1], ended-int(want[0]))
 	}
 }
