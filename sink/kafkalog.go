@@ -19,7 +19,7 @@ type zapLogger struct {
 // records, and which of them.
 type failedLine struct {
 	msg   string
-	scope string // "topic": the records of the partition in keyval topic; "all": every buffered record
+	scope string // "topic": the records of the partition in keyval topic; "all": every buffered record; "canceled": the partitions whose first record's context has ended
 	when  string // if set, a keyval that must be true (the line is logged either way)
 }
 
@@ -45,7 +45,9 @@ var failedLines = []failedLine{
 	// A new topic's partitions never loaded (producer.go waitUnknownTopic).
 	{msg: "new topic metadata wait failed, done retrying, failing all records", scope: "topic"},
 	// The first record of a partition had its context ended.
-	{msg: "the first record in some partition(s) had a context cancelation; failing all relevant partitions", scope: "all"},
+	// Only the partitions whose first record's context has ended: a held
+	// sink's (a shared client's other sinks go on, canceledScope).
+	{msg: "the first record in some partition(s) had a context cancelation; failing all relevant partitions", scope: "canceled"},
 	{msg: "fatal InitProducerID error, failing all buffered records", scope: "all"},
 	{msg: "fatal AddPartitionsToTxn error, failing all buffered records (it is possible the client can recover after EndTransaction)", scope: "all"},
 	{msg: "broker cannot handle any produce request we can issue, failing records", scope: "all"},
@@ -67,10 +69,20 @@ func failedScope(msg string, keyvals []any) (topic string, ok bool) {
 				when, _ = keyvals[i+1].(bool)
 			}
 		}
+		if f.scope == "canceled" {
+			topic = canceledScope
+		}
 		return topic, when
 	}
 	return "", false
 }
+
+// canceledScope is the topic batchFailed is given for records failed
+// because the first record of their partition had its context ended (no
+// topic can be named so): a sink's own client holds the sink, as for every
+// topic; a shared client holds only the sinks that share a topic with a
+// held one (sharedGen.failed).
+const canceledScope = "\x00canceled"
 
 func (z zapLogger) Level() kgo.LogLevel {
 	// franz-go's info lines (connections, metadata) go to debug.

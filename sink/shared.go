@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,15 +236,47 @@ func (g *sharedGen) retire() {
 }
 
 // failed tells the sinks that produce to topic ("": every sink) that the
-// client fails records of it (zapLogger's batchFailed).
+// client fails records of it (zapLogger's batchFailed). For canceledScope
+// (the first records of some partitions had their context ended: a held
+// sink's, as a closing pipeline's are) only the held sinks' partitions
+// fail: a sink is told only when it shares a topic with a held sink, whose
+// records may lead its own in a batch. Before, every sink was held, and
+// one pipeline's stop restarted the others (TestFleetPipelineDownOthersGoOn
+// on PostgreSQL 18: "orders: not streaming: restarting after: produce to
+// topic ...: context canceled" when billing's database went down).
 func (g *sharedGen) failed(topic string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if topic == canceledScope {
+		var held []*Sink
+		for s := range g.members {
+			if s.held.Err() != nil {
+				held = append(held, s)
+			}
+		}
+		for s := range g.members {
+			if s.held.Err() == nil && slices.ContainsFunc(held, s.sharesTopicWith) {
+				s.batchFailed(topic)
+			}
+		}
+		return
+	}
 	for s := range g.members {
 		if topic == "" || s.producesTo(topic) {
 			s.batchFailed(topic)
 		}
 	}
+}
+
+// sharesTopicWith says whether s and o have checked a topic in common.
+func (s *Sink) sharesTopicWith(o *Sink) bool {
+	shared := false
+	o.topics.Range(func(k, _ any) bool {
+		t, _ := k.(string)
+		shared = s.producesTo(t)
+		return !shared
+	})
+	return shared
 }
 
 // sinkKey is the key of a sink's records' Context value: the sink.
