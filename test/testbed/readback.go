@@ -78,7 +78,7 @@ func listEndOffsets(ctx context.Context, cl *kgo.Client, committed bool, topics 
 	}
 	// N.B. the partitions each topic has, to tell one that no answer
 	// listed from one that does not exist.
-	tds, err := adm.ListTopics(ctx, topics...)
+	tds, err := adm.ListTopics(Uncached(ctx), topics...)
 	if err != nil {
 		return nil, retriable(err), fmt.Errorf("list partitions of %v: %w", topics, err)
 	}

@@ -12,6 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// Uncached makes kadm's topic listings through ctx ask the broker: without
+// it, franz-go answers a listing from its metadata cache when that is
+// younger than MetadataMinAge (5 s), and a listing of every topic from the
+// cache a consumer filled before a topic was created leaves the topic out.
+// (kadm's authorized operations are asked for the broker alone knows.)
+func Uncached(ctx context.Context) context.Context { return kadm.WithAuthorizedOps(ctx) }
+
 // CreateTopics creates topics through cl with partitions partitions each
 // (replication factor 1) and configs (nil: the broker's defaults), and waits
 // until every partition has a leader. A topic that exists is an error.
@@ -55,7 +62,7 @@ func createTopics(ctx context.Context, cl *kgo.Client, partitions int32, configs
 		}
 	}
 	for {
-		tds, err := adm.ListTopics(ctx, topics...)
+		tds, err := adm.ListTopics(Uncached(ctx), topics...)
 		ready := err == nil
 		for _, topic := range topics {
 			td, ok := tds[topic]
@@ -84,7 +91,7 @@ func DeleteTopics(ctx context.Context, cl *kgo.Client, topics ...string) error {
 		return err
 	}
 	for {
-		tds, err := adm.ListTopics(ctx, topics...)
+		tds, err := adm.ListTopics(Uncached(ctx), topics...)
 		gone := err == nil && !slices.ContainsFunc(topics, func(t string) bool {
 			td, ok := tds[t]
 			return ok && td.Err == nil
