@@ -43,6 +43,7 @@ type Proxy struct {
 
 	latency atomic.Int64 // ns slept before forwarding each server message
 	rate    atomic.Int64 // client bytes per second; 0: unlimited
+	srvRate atomic.Int64 // server bytes per second; 0: unlimited
 
 	mu    sync.Mutex
 	links map[*link]struct{}
@@ -233,6 +234,11 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // SetRate limits what clients send to bytesPerSecond (0: unlimited).
 func (p *Proxy) SetRate(bytesPerSecond int) { p.rate.Store(int64(bytesPerSecond)) }
 
+// SetServerRate limits what servers send to clients to bytesPerSecond (0:
+// unlimited), averaged over 10 ms: a stream of small messages (a
+// transaction's rows from a walsender) comes at that rate, not slower.
+func (p *Proxy) SetServerRate(bytesPerSecond int) { p.srvRate.Store(int64(bytesPerSecond)) }
+
 // CutAll resets every open connection and returns how many there were.
 func (p *Proxy) CutAll() int {
 	p.mu.Lock()
@@ -376,6 +382,7 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 	}
 	r := bufio.NewReaderSize(src, 64<<10)
 	startup := dir == ToServer // PostgreSQL's first client message has no type byte
+	var owed time.Duration     // SetServerRate's sleep not yet taken
 	for {
 		var msg []byte
 		var err error
@@ -425,6 +432,15 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 		}
 		if rate := p.rate.Load(); dir == ToServer && rate > 0 {
 			time.Sleep(time.Duration(int64(len(msg)) * int64(time.Second) / rate))
+		}
+		if rate := p.srvRate.Load(); dir == ToClient && rate > 0 {
+			// N.B. a sleep per message overshoots (timer slack) and
+			// would slow a stream of small messages far below rate.
+			if owed += time.Duration(int64(len(msg)) * int64(time.Second) / rate); owed >= 10*time.Millisecond {
+				start := time.Now()
+				time.Sleep(owed)
+				owed -= time.Since(start)
+			}
 		}
 		p.mu.Lock()
 		if k := p.kind(dir, msg); k != "" {
