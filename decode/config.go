@@ -4,12 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/walrelay/walrelay/internal/cli"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/decode/connect"
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
