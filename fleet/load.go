@@ -24,6 +24,9 @@ var ProcessWide = []string{
 	"brokers", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-tls-server-name",
 	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password-file", "kafka-allow-sasl-plain-without-tls",
 	"fleet-instance",
+	// N.B. the bench build's CPU profile of the whole process (make bench);
+	// the product has no such flag, so the file cannot set it there.
+	"cpu-profile",
 }
 
 // configFlag is --config itself, which the file cannot set.

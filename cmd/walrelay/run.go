@@ -42,6 +42,14 @@ func runCmd(args []string, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
+	if c.cfg.cpuProfile != "" {
+		stop, err := startProfile(c.cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "walrelay: --cpu-profile: %v\n", err)
+			return exitConfig
+		}
+		defer stop()
+	}
 	if c.cfg.fleetFile != "" {
 		return fleet.Main(fleet.Command{File: c.cfg.fleetFile, Flags: top, Pipeline: pipelineFlags, Version: cli.BuildVersion(version), Warnings: c.warnings, Signals: sigs, Stderr: stderr,
 			Settle: func() (*zap.Logger, httpserve.Config, error) {
@@ -64,14 +72,6 @@ func runCmd(args []string, stderr io.Writer) int {
 	// replication stage's "PostgreSQL TLS" step, with the live connections.
 	for _, w := range cfg.securityWarnings {
 		log.Warn(w)
-	}
-	if cfg.cpuProfile != "" {
-		stop, err := startProfile(cfg.cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "walrelay: --cpu-profile: %v\n", err)
-			return exitConfig
-		}
-		defer stop()
 	}
 
 	m := metrics.New()

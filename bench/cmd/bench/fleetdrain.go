@@ -210,10 +210,26 @@ func (b *bench) fleetDrainWalrelay(ctx context.Context, dsns, slots []string, ma
 	if err != nil {
 		return fd, err
 	}
-	p, err := rig.StartWalrelay(d.bin, filepath.Join(b.logDir("logs"), fmt.Sprintf("fleet-drain-%d-%s.log", r, d.prefix)), "--config", path)
+	args := []string{"--config", path}
+	if b.profiling && d.bin == b.bin {
+		profile, _ := filepath.Abs(fmt.Sprintf("%s-fleet-drain-%d.pprof", b.base, r))
+		args = append(args, "--cpu-profile", profile)
+	}
+	p, err := rig.StartWalrelay(d.bin, filepath.Join(b.logDir("logs"), fmt.Sprintf("fleet-drain-%d-%s.log", r, d.prefix)), args...)
 	if err != nil {
 		return fd, err
 	}
+	// N.B. a walrelay that exits (a refused configuration) ends the
+	// waits below at once, not after the drain's timeout.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	inKafka := make(chan float64, 1)
 	go func() {
 		deadline := p.Started.Add(b.cfg.drainTimeout)
@@ -229,6 +245,9 @@ func (b *bench) fleetDrainWalrelay(ctx context.Context, dsns, slots []string, ma
 	fd.StreamingS = b.fleetWaitStreaming(ctx, slots, markers, p.Started)
 	if err := b.fleetWaitConfirmed(ctx, slots, markers, b.cfg.drainTimeout); err != nil {
 		fd.Error = err.Error()
+	}
+	if p.Exited() {
+		return fd, fmt.Errorf("fleet: %s exited during the drain: %v\n%s", d.label, p.Err(), p.Tail(5))
 	}
 	fd.Seconds = round(time.Since(p.Started).Seconds(), 2)
 	fd.EventsPerSecStreaming = round(float64(events)/(fd.Seconds-fd.StreamingS), 0)
