@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/internal/pgoutput"
 )
 
 // Batches of messages handed downstream: at most BatchMessages messages or
@@ -59,6 +61,10 @@ func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- []Message
 	ss.received = xld.WALStart
 	if ss.reader != nil {
 		ss.reader.Count(time.Now())
+		if wal[0] == pgoutput.KindBegin {
+			// N.B. both times are the server's clock.
+			ss.reader.Lag(xld.ServerTime.Sub(ss.tx.Current().CommitTime))
+		}
 	}
 	if ss.batch == nil {
 		ss.batch = make([]Message, 0, 64)

@@ -102,7 +102,8 @@ func busyStream(cc *coalescingConn) {
 
 // TestCoalescingConnWaitsOnlyWhileBusy: after a read that emptied the
 // socket, the next read waits only once messages have come at waitWorth a
-// wait; a quiet stream's reads never wait.
+// wait, or while the stream's transactions arrive backlogLag or more after
+// their commit; a quiet stream's reads never wait.
 func TestCoalescingConnWaitsOnlyWhileBusy(t *testing.T) {
 	client, server := tcpPair(t)
 	cc := coalescing(t, client)
@@ -136,10 +137,22 @@ func TestCoalescingConnWaitsOnlyWhileBusy(t *testing.T) {
 	if waits != 0 {
 		t.Fatalf("a quiet stream's reads waited %d times, want 0", waits)
 	}
-	busyStream(cc)
+	// A quiet stream far behind its commits (a backlog draining slowly):
+	// reads wait.
+	cc.Lag(backlogLag)
 	read(20)
 	if waits != 1 {
-		t.Fatalf("a busy stream's read after one that emptied the socket waited %d times, want 1", waits)
+		t.Fatalf("a stream %s behind its commits: a read after one that emptied the socket waited %d times, want 1", backlogLag, waits)
+	}
+	cc.Lag(backlogLag - time.Millisecond)
+	read(21)
+	if waits != 1 {
+		t.Fatalf("a quiet stream caught up with its commits waited again (%d waits, want 1)", waits)
+	}
+	busyStream(cc)
+	read(22)
+	if waits != 2 {
+		t.Fatalf("a busy stream's read after one that emptied the socket waited %d times, want 2", waits)
 	}
 }
 
