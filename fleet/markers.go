@@ -25,11 +25,13 @@ const markersWait = 10 * time.Second
 // queue behind them. The delivery rules are the same: each pipeline's
 // first answer about its marker is that read's (a read at most
 // pipeline's snapshotFresh old), its marker is written and acknowledged
-// before anything is confirmed on its slot. Outside a group only: a
-// replica's pipelines start at each assignment, and read the topic then.
-// A pipeline with the null sink (no Kafka), or with client options of
-// tests, keeps its own. It returns the stores, for closeMarkers.
-func shareMarkers(plans []plan, log *zap.Logger) []*kafkastate.Store {
+// before anything is confirmed on its slot. In a group (snapshot false)
+// the store is shared without a read of the topic: a replica's pipelines
+// start at each assignment, perhaps after another replica confirmed on
+// their slots, and read their marker from Kafka then. A pipeline with the
+// null sink (no Kafka), or with client options of tests, keeps its own. It
+// returns the stores, for closeMarkers.
+func shareMarkers(plans []plan, snapshot bool, log *zap.Logger) []*kafkastate.Store {
 	byKey := map[string][]*pipeline.Config{}
 	var keys []string
 	for i := range plans {
@@ -48,7 +50,7 @@ func shareMarkers(plans []plan, log *zap.Logger) []*kafkastate.Store {
 		cs := byKey[key]
 		t0 := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), markersWait)
-		st, sn, err := openMarkers(ctx, markersConfig(*cs[0]), log)
+		st, sn, err := openMarkers(ctx, markersConfig(*cs[0]), snapshot, log)
 		cancel()
 		if err != nil {
 			log.Warn("cannot share a marker store: each pipeline opens its own", zap.Int("pipelines", len(cs)), zap.Error(err))
@@ -58,16 +60,20 @@ func shareMarkers(plans []plan, log *zap.Logger) []*kafkastate.Store {
 		for _, c := range cs {
 			c.Markers = &pipeline.SharedMarkers{Store: st, Snapshot: sn}
 		}
-		log.Info("marker store shared", zap.Int("pipelines", len(cs)), zap.Int("markers", sn.Len()), zap.Duration("took", time.Since(t0)))
+		fs := []zap.Field{zap.Int("pipelines", len(cs)), zap.Duration("took", time.Since(t0))}
+		if sn != nil {
+			fs = append(fs, zap.Int("markers", sn.Len()))
+		}
+		log.Info("marker store shared", fs...)
 	}
 	return stores
 }
 
-// openMarkers opens the store of mc and reads its topic.
-func openMarkers(ctx context.Context, mc kafkastate.Config, log *zap.Logger) (*kafkastate.Store, *kafkastate.Snapshot, error) {
+// openMarkers opens the store of mc and, with snapshot, reads its topic.
+func openMarkers(ctx context.Context, mc kafkastate.Config, snapshot bool, log *zap.Logger) (*kafkastate.Store, *kafkastate.Snapshot, error) {
 	st, err := kafkastate.Open(ctx, mc, log)
-	if err != nil {
-		return nil, nil, err
+	if err != nil || !snapshot {
+		return st, nil, err
 	}
 	sn, err := st.ReadAll(ctx)
 	if err != nil {

@@ -127,9 +127,7 @@ func Main(c Command) int {
 	defer closeKafka(shareKafka(plans, log)) // kafka.go
 	var limit int64
 	group := groupOf(data)
-	if group == "" {
-		defer closeMarkers(shareMarkers(plans, log)) // markers.go
-	}
+	defer closeMarkers(shareMarkers(plans, group == "", log)) // markers.go
 	for i := range plans {
 		p := &plans[i] // N.B. its cfg as the group's later relays get it too
 		mem := &member{name: p.name, slot: p.cfg.Replication.Slot, db: databaseName(p.cfg.Replication.ConnString), log: log.With(zap.String("pipeline", p.name)), grouped: group != ""}

@@ -15,7 +15,7 @@ const groupStall = 15 * time.Second
 
 // TestGroupSessionRidesOutAStall: a group whose file sets
 // group-session-timeout: 40s, two replicas sharing six pipelines, writers
-// on all. One replica stopped (SIGSTOP) for 15 s, past the default 10 s
+// on all (each replica's pipelines sharing one marker store). One replica stopped (SIGSTOP) for 15 s, past the default 10 s
 // session, then let go on: the group keeps it, so its pipelines stay where
 // they were (the same owner of each before and after; from the stall on
 // nothing assigned, nothing released, no session lost), and every
@@ -31,6 +31,12 @@ func TestGroupSessionRidesOutAStall(t *testing.T) {
 	for _, r := range []*replica{r1, r2} {
 		if !strings.Contains(r.p.Log(), `"session_timeout":"40s"`) {
 			t.Fatalf("replica %s did not log joining with a 40s session:\n%s", r.name, r.p.Log())
+		}
+		// N.B. a replica's pipelines share one marker store (one Kafka
+		// client), without the snapshot of the topic a fleet outside a
+		// group reads at start.
+		if got := strings.Count(r.p.Log(), fmt.Sprintf(`"msg":"marker store shared","pipelines":%d,`, len(envs))); got != 1 {
+			t.Errorf("replica %s: %d log lines of one marker store shared by the %d pipelines, want 1:\n%s", r.name, got, len(envs), r.p.Log())
 		}
 	}
 	wait := writeAsync(t, envs, 10*time.Millisecond)
