@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -25,19 +24,10 @@ func TestKey(t *testing.T) {
 // checkpoints share the topic) notwithstanding; a missing topic is created
 // compacted.
 func TestWriteRead(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := fakeKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := Config{Brokers: c.ListenAddrs(), Topic: "cp", CreateTopic: true, ReplicationFactor: -1, Version: "test"}
-	s, err := Open(ctx, cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(ctx, t, c)
 	if _, found, err := s.Read(ctx, "1", "db", "slot"); err != nil || found {
 		t.Fatalf("Read of an empty topic = found %v, %v; want none", found, err)
 	}
@@ -71,11 +61,7 @@ func TestWriteRead(t *testing.T) {
 // TestTopicMustBeCompacted: a deleting topic or a missing one that may not
 // be created is a setup error.
 func TestTopicMustBeCompacted(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := fakeKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
@@ -100,18 +86,10 @@ func TestTopicMustBeCompacted(t *testing.T) {
 // instance just created) is tried again, and the marker is read; a make
 // test's walrelay check failed on the first such answer.
 func TestReadWaitsOutALeaderElection(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := fakeKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := Open(ctx, Config{Brokers: c.ListenAddrs(), Topic: "cp", CreateTopic: true, ReplicationFactor: -1}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(ctx, t, c)
 	if err := s.Write(ctx, Marker{Slot: "slot", Database: "db", SystemIdentifier: "1", ConfirmedLSN: "0/10"}); err != nil {
 		t.Fatal(err)
 	}

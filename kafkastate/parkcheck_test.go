@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/kafkaconn"
@@ -17,11 +16,7 @@ import (
 // a note when the state topic does not exist yet, and warns about each
 // aggregate parked (not one a release covers) once it does.
 func TestPreflightParked(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := fakeKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	check := PreflightParked("state", c.ListenAddrs(), kafkaconn.Conn{})

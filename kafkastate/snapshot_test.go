@@ -6,27 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // TestReadAll: one read answers for every slot as Read and LastConfirmed
 // do: the last marker of each, none after a tombstone, an unfinished
 // recovery refused.
 func TestReadAll(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := fakeKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := Open(ctx, Config{Brokers: c.ListenAddrs(), Topic: "cp", CreateTopic: true, ReplicationFactor: -1, Version: "test"}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(ctx, t, c)
 	empty, err := s.ReadAll(ctx)
 	if err != nil || empty.Len() != 0 {
 		t.Fatalf("ReadAll of an empty topic = %v, %v; want no marker", empty, err)
