@@ -104,6 +104,9 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Store, error) {
 		// all have it: it must outlive a broker failure.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
+		// N.B. Write's records are never canceled (a shared store):
+		// this bounds how long one waits for Kafka in the client.
+		kgo.RecordDeliveryTimeout(markerDeliveryTimeout),
 	}, cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -120,6 +123,10 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Store, error) {
 	}
 	return s, nil
 }
+
+// markerDeliveryTimeout is how long a marker record may wait in the
+// client for Kafka's acknowledgement before it fails.
+const markerDeliveryTimeout = 2 * time.Minute
 
 // Close closes the client.
 func (s *Store) Close() { s.cl.Close() }
@@ -235,9 +242,22 @@ func (s *Store) Write(ctx context.Context, m Marker) error {
 	rec := &kgo.Record{Topic: s.cfg.Topic, Key: []byte(Key(m.SystemIdentifier, m.Database, m.Slot)), Value: v}
 	// N.B. not ProduceSync: it waits for a record already sent until
 	// Kafka answers, past ctx, and a stop must not wait on an unreachable
-	// broker. A record left behind is failed when the client closes.
+	// broker. A record left behind is delivered, failed after
+	// markerDeliveryTimeout, or failed when the client closes.
+	//
+	// N.B. without ctx's cancelation: the client is idempotent, and when
+	// the first record waiting in a partition is canceled (while the client
+	// loads its producer id, or before its batch is sent) franz-go fails
+	// every record buffered for that partition with it. The pipelines of
+	// a fleet share one store and the topic's one partition
+	// (fleet/markers.go): one pipeline's stop must not fail the others'
+	// writes (TestWriteSharedOutlivesAnothersCancelation: "unable to
+	// initialize a producer ID due to request failures: context
+	// canceled"). In make fleet-group a replica's marker writes timed out
+	// for tens of seconds while its relays retried, every second, slots
+	// another replica held, each attempt's write canceled.
 	acked := make(chan error, 1)
-	s.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
+	s.cl.Produce(context.WithoutCancel(ctx), rec, func(_ *kgo.Record, err error) { acked <- err })
 	select {
 	case err = <-acked:
 	case <-ctx.Done():

@@ -34,7 +34,8 @@ func SampleStreamedTwice(t *testing.T, dsn string, dbs []string, stop <-chan str
 			}
 			var k int
 			err := conn.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT a.datname FROM pg_stat_replication r
-				JOIN pg_stat_activity a ON a.pid = r.pid WHERE a.datname = ANY($1) GROUP BY a.datname HAVING count(*) > 1) x`, dbs).Scan(&k)
+				JOIN pg_stat_activity a ON a.pid = r.pid WHERE a.datname = ANY($1) AND r.state IN ('catchup', 'streaming')
+				GROUP BY a.datname HAVING count(*) > 1) x`, dbs).Scan(&k)
 			mu.Lock()
 			if err == nil {
 				n++
