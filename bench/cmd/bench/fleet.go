@@ -71,6 +71,8 @@ type FleetDrain struct {
 	InKafkaS            float64 `json:"start_to_all_in_kafka_s,omitempty"`
 	EventsPerSecInKafka float64 `json:"events_per_s_to_all_in_kafka,omitempty"`
 	CPUS                float64 `json:"cpu_s"`
+	WalsenderCPUS       float64 `json:"walsenders_cpu_s"`       // fleetcpu.go
+	BrokerCPUS          float64 `json:"broker_cpu_s,omitempty"` // walrelay's drains
 	PeakRSSMiB          float64 `json:"peak_rss_mib"`
 	Error               string  `json:"error,omitempty"`
 	Round               int     `json:"round"` // fleetdrain.go
@@ -554,13 +556,13 @@ func fleetTable(res *Results) string {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "Drains at once, %d single-row transactions a database, in %d rounds; in each, one backlog and every relay's slots before it (one publication), the relays one after another, the order turned round each round:\n\n", fr.Backlog, len(fr.DrainRounds))
-	b.WriteString("| round | relay | pipelines | events | s (from the start) | events/s | start to all streaming s | events/s from all streaming | all in Kafka s | CPU s | peak RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| round | relay | pipelines | events | s (from the start) | events/s | start to all streaming s | events/s from all streaming | all in Kafka s | CPU s | walsenders' CPU s | broker's CPU s | peak RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, d := range fr.Drains {
 		relay := d.Relay
 		if d.Error != "" {
 			relay += " (error: " + d.Error + ")"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %d | %.2f | %.0f | %.2f | %.0f | %s | %s | %s |\n", d.Round, relay, d.Pipelines, d.Events, d.Seconds, d.EventsPerSec, d.StreamingS, d.EventsPerSecStreaming, f1(d.InKafkaS), f1(d.CPUS), f1(d.PeakRSSMiB))
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %.2f | %.0f | %.2f | %.0f | %s | %s | %s | %s | %s |\n", d.Round, relay, d.Pipelines, d.Events, d.Seconds, d.EventsPerSec, d.StreamingS, d.EventsPerSecStreaming, f1(d.InKafkaS), f1(d.CPUS), f1(d.WalsenderCPUS), f1(d.BrokerCPUS), f1(d.PeakRSSMiB))
 	}
 	b.WriteString("\n| round | walrelay / pg_recvlogical from the start | from all streaming | to walrelay's last record in Kafka | walrelay-before from the start | from all streaming | load at start → end | busy share |\n|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, rd := range fr.DrainRounds {

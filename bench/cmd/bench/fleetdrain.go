@@ -215,8 +215,11 @@ func (b *bench) fleetDrainWalrelay(ctx context.Context, dsns, slots []string, ma
 		profile, _ := filepath.Abs(fmt.Sprintf("%s-fleet-drain-%d.pprof", b.base, r))
 		args = append(args, "--cpu-profile", profile)
 	}
+	broker0 := proc.CPUSeconds(b.env.KafkaPID)
+	senders := walsenderCPU(ctx, b.env.PGURL, slots)
 	p, err := rig.StartWalrelay(d.bin, filepath.Join(b.logDir("logs"), fmt.Sprintf("fleet-drain-%d-%s.log", r, d.prefix)), args...)
 	if err != nil {
+		senders()
 		return fd, err
 	}
 	// N.B. a walrelay that exits (a refused configuration) ends the
@@ -256,6 +259,10 @@ func (b *bench) fleetDrainWalrelay(ctx context.Context, dsns, slots []string, ma
 	}
 	p.Sample()
 	fd.CPUS, fd.PeakRSSMiB = round(p.CPU(), 2), round(p.PeakRSSMB(), 1)
+	fd.WalsenderCPUS = senders()
+	if b.env.KafkaPID != 0 {
+		fd.BrokerCPUS = round(proc.CPUSeconds(b.env.KafkaPID)-broker0, 2)
+	}
 	if err := p.Stop(60 * time.Second); err != nil {
 		logf("fleet: stop: %v", err)
 	}
@@ -268,6 +275,7 @@ func (b *bench) fleetDrainWalrelay(ctx context.Context, dsns, slots []string, ma
 // last one exits.
 func (b *bench) fleetDrainRecv(ctx context.Context, dsns, slots []string, markers []pglogrepl.LSN, events int64, label string) (FleetDrain, error) {
 	fd := FleetDrain{Relay: label, Pipelines: len(dsns), Events: events}
+	senders := walsenderCPU(ctx, b.env.PGURL, slots)
 	t0 := time.Now()
 	procs := make([]*proc.Proc, len(dsns))
 	for i := range dsns {
@@ -288,6 +296,7 @@ func (b *bench) fleetDrainRecv(ctx context.Context, dsns, slots []string, marker
 	}
 	fd.Seconds = round(time.Since(t0).Seconds(), 2)
 	fd.CPUS = round(cpu, 2)
+	fd.WalsenderCPUS = senders()
 	fd.EventsPerSec = round(float64(events)/fd.Seconds, 0)
 	fd.EventsPerSecStreaming = round(float64(events)/(fd.Seconds-fd.StreamingS), 0)
 	return fd, nil
