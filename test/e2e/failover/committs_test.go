@@ -119,16 +119,7 @@ func TestRecoverOrdersByCommitTimestamp(t *testing.T) {
 	t.Logf("walrelay recover:\n%s", out)
 	relay = e.Start(t)
 	relay.WaitStreaming()
-	harness.WaitFor(t, 2*time.Minute, "the writers to commit 100 more events on the promoted server", func() bool {
-		return w.Committed() >= before+200
-	})
-	if err := writing.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	end := e.Bed.CurrentWALLSN(t, e.DSN)
-	harness.WaitFor(t, 2*time.Minute, "the new slot to be confirmed past the last commit", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end
-	})
+	writeOnThenSettle(t, e, w, writing, before+200, nil)
 	// N.B. the truth is the promoted server's outbox table; the per
 	// aggregate order is the payload's seq (the writers' per-aggregate
 	// lock, and the swapped rows' commit order).

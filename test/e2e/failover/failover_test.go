@@ -2,6 +2,7 @@ package failover
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -124,17 +125,7 @@ func failover(t *testing.T, lagging bool) {
 		t.Fatalf("walrelay exited after the failover: %v", relay.Err())
 	}
 	// The writers go on on the new primary.
-	before := w.Committed()
-	harness.WaitFor(t, 2*time.Minute, "the writers to commit 300 more events on the new primary", func() bool {
-		return w.Committed() >= before+300
-	})
-	if err := writing.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	end := e.Bed.CurrentWALLSN(t, e.DSN)
-	harness.WaitFor(t, 2*time.Minute, "the slot on the new primary to be confirmed past the last commit", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end
-	})
+	writeOnThenSettle(t, e, w, writing, w.Committed()+300, nil)
 	rows := e.CommittedRows(t)
 	v := e2etest.CheckRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, true)
 	if n := strings.Count(relay.Log(), `"msg":"created replication slot"`); n != 1 {
@@ -249,4 +240,23 @@ func TestExistingSlotBecomesFailoverSlot(t *testing.T) {
 		t.Errorf("walrelay setup created slot %s without failover", other)
 	}
 	e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, other)
+}
+
+// writeOnThenSettle waits until the writers of w have committed atLeast
+// events in all (on the new primary), stops them, and waits until e's slot
+// is confirmed past the last commit. quit (nil: none) ends both waits early:
+// a walrelay exited, which the caller reports.
+func writeOnThenSettle(t *testing.T, e *env, w *harness.Workload, writing *harness.Writing, atLeast int64, quit func() bool) {
+	t.Helper()
+	stopped := func() bool { return quit != nil && quit() }
+	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("the writers to commit %d events in all", atLeast), func() bool {
+		return w.Committed() >= atLeast || stopped()
+	})
+	if err := writing.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	end := e.Bed.CurrentWALLSN(t, e.DSN)
+	harness.WaitFor(t, 2*time.Minute, "the slot to be confirmed past the last commit", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end || stopped()
+	})
 }

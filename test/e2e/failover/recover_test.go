@@ -95,16 +95,7 @@ func recoverAfterFailover(t *testing.T, major string, auto bool) {
 		relay.WaitStreamingLogged()
 	}
 	resumed := time.Since(killed)
-	harness.WaitFor(t, 2*time.Minute, "the writers to commit 300 more events on the promoted server", func() bool {
-		return w.Committed() >= before+300
-	})
-	if err := writing.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	end := e.Bed.CurrentWALLSN(t, e.DSN)
-	harness.WaitFor(t, 2*time.Minute, "the new slot to be confirmed past the last commit", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end
-	})
+	writeOnThenSettle(t, e, w, writing, before+300, nil)
 	// N.B. the truth is the promoted server's outbox table.
 	rows := e.CommittedRows(t)
 	// N.B. what the old primary committed but never sent its standby is

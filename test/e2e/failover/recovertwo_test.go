@@ -61,16 +61,7 @@ func TestRecoverMissingSlotTwoInstances(t *testing.T) {
 	harness.WaitFor(t, 3*time.Minute, "an instance to recover and stream on the promoted server", func() bool {
 		return recovered() > 0 && e.Walsender(t) != 0 || first.Exited() || second.Exited()
 	})
-	harness.WaitFor(t, 2*time.Minute, "the writers to commit 300 more events on the promoted server", func() bool {
-		return w.Committed() >= before+300
-	})
-	if err := writing.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	end := e.Bed.CurrentWALLSN(t, e.DSN)
-	harness.WaitFor(t, 2*time.Minute, "the new slot to be confirmed past the last commit", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end || first.Exited() || second.Exited()
-	})
+	writeOnThenSettle(t, e, w, writing, before+300, func() bool { return first.Exited() || second.Exited() })
 	for i, r := range relays {
 		if r.Exited() {
 			t.Errorf("instance %d exited (%v) after the failover; log:\n%s", i+1, r.Err(), r.Log())

@@ -117,17 +117,7 @@ func readyThenKill(t *testing.T) time.Duration {
 		!strings.Contains(relay.Log(), "pg_is_in_recovery() is false") {
 		t.Errorf("walrelay did not log that the copy stopped being ready, and why; log:\n%s", relay.Log())
 	}
-	before := w.Committed()
-	harness.WaitFor(t, 2*time.Minute, "the writers to commit 100 more events on the new primary", func() bool {
-		return w.Committed() >= before+100
-	})
-	if err := writing.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	end := e.Bed.CurrentWALLSN(t, e.DSN)
-	harness.WaitFor(t, 2*time.Minute, "the slot on the new primary to be confirmed past the last commit", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= end
-	})
+	writeOnThenSettle(t, e, w, writing, w.Committed()+100, nil)
 	rows := e.CommittedRows(t)
 	v := e2etest.CheckRecords(t, e, c.ToEnd(), rows, w.RolledBack(), 3, true)
 	t.Logf("FIGURES events=%d duplicates=%d", len(rows), v.Duplicates)
