@@ -15,8 +15,8 @@ const groupStall = 15 * time.Second
 
 // TestGroupSessionRidesOutAStall: a group whose file sets
 // group-session-timeout: 40s, two replicas sharing six pipelines, writers
-// on all (each replica's pipelines sharing one marker store). One replica stopped (SIGSTOP) for 15 s, past the default 10 s
-// session, then let go on: the group keeps it, so its pipelines stay where
+// on all (each replica's pipelines sharing one marker store). One replica
+// stopped (SIGSTOP) for 15 s, past the default 10 s session, then let go on: the group keeps it, so its pipelines stay where
 // they were (the same owner of each before and after; from the stall on
 // nothing assigned, nothing released, no session lost), and every
 // pipeline's events read back once each.

@@ -250,6 +250,7 @@ func (b *bench) fleetDrainWalrelay(ctx context.Context, dsns, slots []string, ma
 		fd.Error = err.Error()
 	}
 	if p.Exited() {
+		senders()
 		return fd, fmt.Errorf("fleet: %s exited during the drain: %v\n%s", d.label, p.Err(), p.Tail(5))
 	}
 	fd.Seconds = round(time.Since(p.Started).Seconds(), 2)

@@ -242,8 +242,9 @@ func (c *Collector) listEnds(timeout time.Duration) (testbed.Ends, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// N.B. uncached: the consumer's metadata, listed before the relay
-	// created its topic, left the topic out of ToEnd's listing for up to
-	// 5 s (a make test saw 0 of 10 backfilled records).
+	// created its topic, left the topic out of ToEnd's listing while it
+	// was younger than the client's MetadataMinAge (a make test saw 0 of
+	// 10 backfilled records).
 	topics, err := kadm.NewClient(c.cl).ListTopics(testbed.Uncached(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
