@@ -390,6 +390,11 @@ func (s *Store) LastConfirmed(ctx context.Context, system, database, slot string
 	return m.lastConfirmed(system, database, slot)
 }
 
+// LastConfirmedNow is LastConfirmed: a Store always reads the topic.
+func (s *Store) LastConfirmedNow(ctx context.Context, system, database, slot string) (pglogrepl.LSN, time.Time, bool, error) {
+	return s.LastConfirmed(ctx, system, database, slot)
+}
+
 // lastConfirmed is LastConfirmed's answer for the slot's marker m.
 func (m Marker) lastConfirmed(system, database, slot string) (pglogrepl.LSN, time.Time, bool, error) {
 	if m.Recovery != nil {

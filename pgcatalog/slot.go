@@ -20,6 +20,9 @@ func (p *prep) slot(ctx context.Context) (string, error) {
 	if errors.Is(err, replication.ErrSlotNotReady) && p.dryRun {
 		return "being created by another session (no confirmed_flush_lsn yet): run waits until it is ready", nil
 	}
+	if errors.Is(err, replication.ErrSlotRecovering) && p.dryRun {
+		return "being recovered from the outbox table by another walrelay: run waits until it finishes", nil
+	}
 	if err != nil {
 		return "", err
 	}
@@ -101,9 +104,16 @@ func (p *prep) prepareSlot(ctx context.Context) error {
 		}
 	}
 	if cfg.History != nil && p.st.SystemID != "" {
-		rec, _, found, err := cfg.History.LastConfirmed(ctx, p.st.SystemID, p.db, cfg.Slot)
+		// N.B. a slot nobody streams is about to be ours: whether a
+		// recovery of it is unfinished is read as of now (while another
+		// session streams it, the attempt waits at START_REPLICATION).
+		last := cfg.History.LastConfirmedNow
+		if activePID != nil {
+			last = cfg.History.LastConfirmed
+		}
+		rec, _, found, err := last(ctx, p.st.SystemID, p.db, cfg.Slot)
 		if err != nil {
-			return fmt.Errorf("read slot history: %w", err)
+			return p.waitForRecovery(ctx, err)
 		}
 		if found {
 			p.st.Recorded = rec
@@ -129,7 +139,7 @@ func (p *prep) missingSlot(ctx context.Context, wantFailover bool) error {
 	if cfg.History != nil && p.st.SystemID != "" {
 		rec, at, found, err := cfg.History.LastConfirmed(ctx, p.st.SystemID, p.db, cfg.Slot)
 		if err != nil {
-			return fmt.Errorf("read slot history: %w", err)
+			return p.waitForRecovery(ctx, err)
 		}
 		// N.B. the one decision this protects: a slot created now starts
 		// at the server's current WAL position, so every event committed

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -70,27 +71,47 @@ func (h *history) LastConfirmed(ctx context.Context, system, database, slot stri
 	key := kafkastate.Key(system, database, slot)
 	h.mu.Lock()
 	m, ok := h.known[key]
-	store := h.store
 	h.mu.Unlock()
 	if ok {
 		lsn, err := m.LSN()
 		return lsn, m.UpdatedAt, err == nil, err
 	}
-	if lsn, at, found, used, err := h.fromSnapshot(system, database, slot); used {
-		if found {
-			h.remember(kafkastate.Marker{Slot: slot, Database: database, SystemIdentifier: system, ConfirmedLSN: lsn.String(), UpdatedAt: at})
+	return h.LastConfirmedNow(ctx, system, database, slot)
+}
+
+// LastConfirmedNow implements replication.History: the marker topic (or
+// the process's snapshot of it, the first time, while fresh), never what
+// this process remembers. N.B. a marker remembered goes stale when
+// another instance takes the slot over and then recovers it: streaming
+// from the recovery's slot before its rows are in Kafka would put an
+// aggregate's later events before its earlier ones.
+func (h *history) LastConfirmedNow(ctx context.Context, system, database, slot string) (pglogrepl.LSN, time.Time, bool, error) {
+	lsn, at, found, used, err := h.fromSnapshot(system, database, slot)
+	if !used {
+		store := h.getStore()
+		if store == nil {
+			return 0, time.Time{}, false, nil
 		}
-		return lsn, at, found, err
+		lsn, at, found, err = store.LastConfirmed(ctx, system, database, slot)
 	}
-	if store == nil {
-		return 0, time.Time{}, false, nil
-	}
-	lsn, at, found, err := store.LastConfirmed(ctx, system, database, slot)
 	if found {
 		h.remember(kafkastate.Marker{Slot: slot, Database: database, SystemIdentifier: system, ConfirmedLSN: lsn.String(), UpdatedAt: at})
 	}
-	return lsn, at, found, err
+	return lsn, at, found, unfinished(err)
 }
+
+// unfinished makes kafkastate's ErrRecoveryUnfinished replication's too.
+func unfinished(err error) error {
+	if errors.Is(err, kafkastate.ErrRecoveryUnfinished) {
+		return unfinishedError{err}
+	}
+	return err
+}
+
+type unfinishedError struct{ error }
+
+func (e unfinishedError) Unwrap() error        { return e.error }
+func (e unfinishedError) Is(target error) bool { return target == replication.ErrRecoveryUnfinished }
 
 func (h *history) remember(m kafkastate.Marker) {
 	h.mu.Lock()

@@ -7,9 +7,11 @@ import (
 	"io"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/recovery"
 	"github.com/walrelay/walrelay/replication"
@@ -38,11 +40,32 @@ func (r *Relay) recover(ctx context.Context) error {
 
 // backfill runs recovery.Backfill before the first attempt when asked
 // (--backfill): it does something only when walrelay's slot is new.
-func (r *Relay) backfill(ctx context.Context) error {
+func (r *Relay) backfill(ctx context.Context, stop <-chan struct{}) error {
 	if !r.recovery.Options.Backfill || r.nullSink {
 		return nil
 	}
-	return r.runRecovery(ctx, recovery.Backfill)
+	// N.B. another instance's backfill (or recovery) of the slot is waited
+	// for, as the slot is: it holds the recovery's lock, and once it is
+	// done this one has nothing to do.
+	for logged := false; ; logged = true {
+		err := r.runRecovery(ctx, recovery.Backfill)
+		if !errors.Is(err, replication.ErrSlotRecovering) {
+			return err
+		}
+		_, msg := waitFor(err)
+		r.metrics.SetState(metrics.StateWaiting)
+		r.waitingFor.Store(&msg)
+		if !logged {
+			r.log.Info(msg, zap.String("slot", r.rc.Slot), zap.Error(err))
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (r *Relay) runRecovery(ctx context.Context, kind recovery.Kind) error {

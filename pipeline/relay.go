@@ -97,6 +97,9 @@ type Relay struct {
 	// failure is the error of the last failed attempt, for /readyz while
 	// the relay restarts.
 	failure atomic.Pointer[string]
+	// waitingFor is what the last wait for the slot waits for (waitFor's
+	// message), for /readyz while it waits.
+	waitingFor atomic.Pointer[string]
 	// held says whether PostgreSQL holds the stream back for
 	// synchronized_standby_slots (heldback.go).
 	held heldBack
@@ -221,8 +224,13 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 	streamed := false // an attempt held the slot: credentials worked once
 	r.beat.Store(time.Now().UnixNano())
 	defer r.metrics.SetState(metrics.StateStopping)
-	if err := r.backfill(ctx); err != nil {
+	if err := r.backfill(ctx, stop); err != nil {
 		return err
+	}
+	select {
+	case <-stop: // stopped while waiting for another's backfill
+		return nil
+	default:
 	}
 	for {
 		started := time.Now()
@@ -275,6 +283,7 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 			// slot becoming ready.
 			wait = time.Second
 			r.metrics.SetState(metrics.StateWaiting)
+			r.waitingFor.Store(&msg)
 			if waiting != kind {
 				r.log.Info(msg, zap.String("slot", r.rc.Slot), zap.Error(err))
 			}
@@ -313,6 +322,8 @@ func waitFor(err error) (kind error, msg string) {
 		return replication.ErrSlotInUse, "slot is streamed by another process; waiting to take over"
 	case errors.Is(err, replication.ErrSlotNotReady):
 		return replication.ErrSlotNotReady, "slot is being created by another session; waiting until it is ready"
+	case errors.Is(err, replication.ErrSlotRecovering):
+		return replication.ErrSlotRecovering, "slot is being recovered from the outbox table by another walrelay; waiting until it finishes"
 	}
 	return nil, ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -28,6 +29,8 @@ func TestErrorClasses(t *testing.T) {
 		{"poison with halt", onKafka(fmt.Errorf("x: %w", sink.ErrPoison)), false, true, "kafka", nil},
 		{"slot in use", onPostgres(fmt.Errorf("%w: active", replication.ErrSlotInUse)), false, false, "postgres", replication.ErrSlotInUse},
 		{"slot not ready", onPostgres(fmt.Errorf("%w: creating", replication.ErrSlotNotReady)), false, false, "postgres", replication.ErrSlotNotReady},
+		{"slot being recovered", onPostgres(fmt.Errorf("%w: another walrelay", replication.ErrSlotRecovering)), false, false, "postgres", replication.ErrSlotRecovering},
+		{"recovery unfinished", onPostgres(unfinished(fmt.Errorf("%w: a recover", kafkastate.ErrRecoveryUnfinished))), true, true, "postgres", nil},
 		{"connection reset", onPostgres(errors.New("receive: connection reset")), false, false, "postgres", nil},
 		{"record failed", onKafka(context.DeadlineExceeded), false, false, "kafka", nil},
 		{"decode", errors.New("decode message at 0/1: truncated"), false, false, "other", nil},
@@ -62,5 +65,19 @@ func TestMemoryLimit(t *testing.T) {
 		if got := c.MemoryLimit(); got != tt.want {
 			t.Errorf("MaxInflightBytes %d: MemoryLimit %d, want %d", tt.inflight, got, tt.want)
 		}
+	}
+}
+
+// TestUnfinishedIsBoth: the history's unfinished-recovery error is
+// replication's (pgcatalog waits on it) and still kafkastate's (the
+// relay recovers it with --recover-missing-slot).
+func TestUnfinishedIsBoth(t *testing.T) {
+	err := unfinished(fmt.Errorf("%w: a recover of slot s", kafkastate.ErrRecoveryUnfinished))
+	if !errors.Is(err, replication.ErrRecoveryUnfinished) || !errors.Is(err, kafkastate.ErrRecoveryUnfinished) || !IsSetupError(err) {
+		t.Errorf("unfinished(...) = %v: replication's %v, kafkastate's %v, setup %v; want all", err,
+			errors.Is(err, replication.ErrRecoveryUnfinished), errors.Is(err, kafkastate.ErrRecoveryUnfinished), IsSetupError(err))
+	}
+	if other := unfinished(errors.New("read markers: timeout")); errors.Is(other, replication.ErrRecoveryUnfinished) {
+		t.Errorf("unfinished(%v) is ErrRecoveryUnfinished", other)
 	}
 }

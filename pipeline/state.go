@@ -33,6 +33,9 @@ func (r *Relay) Ready() (bool, string) {
 		if f := r.failure.Load(); f != nil && state == metrics.StateRestarting {
 			return false, "not streaming: " + state + " after: " + *f
 		}
+		if w := r.waitingFor.Load(); w != nil && state == metrics.StateWaiting {
+			return false, "not streaming: " + state + ": " + *w
+		}
 		return false, "not streaming: " + state
 	}
 	if held := r.held.reason.Load(); held != nil {

@@ -44,6 +44,14 @@ func Run(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (Account, 
 		return acc, fmt.Errorf("connect to postgresql: %w", err)
 	}
 	defer conn.Close()
+	// N.B. the lock before the marker is read: a recovery the marker calls
+	// unfinished has ended (its session with it) once the lock is ours,
+	// and one that runs is waited for, never started over beside it.
+	if locked, err := conn.LockRecovery(ctx, rc.Slot); err != nil {
+		return acc, err
+	} else if !locked {
+		return acc, fmt.Errorf("%w: another walrelay is recovering slot %q from the outbox table now (its PostgreSQL session holds the recovery's lock): wait for it to finish", replication.ErrSlotRecovering, rc.Slot)
+	}
 	var p plan
 	if p.db, err = conn.Database(ctx); err != nil {
 		return acc, fmt.Errorf("read database: %w", err)
@@ -104,6 +112,9 @@ func Run(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (Account, 
 	// committed after the slot's creation began.
 	done := kafkastate.Marker{Slot: rc.Slot, Database: p.db, SystemIdentifier: p.sys,
 		ConfirmedLSN: slot.ConsistentPoint.String(), ConfirmedCommitTime: created}
+	if err := conn.HoldsRecoveryLock(ctx, rc.Slot); err != nil {
+		return acc, err
+	}
 	if err := ms.Write(ctx, done); err != nil {
 		return acc, err
 	}

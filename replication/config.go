@@ -254,7 +254,13 @@ type History interface {
 	// LastConfirmed returns the position last recorded for the slot of
 	// database on the system (IDENTIFY_SYSTEM's systemid), when it was
 	// recorded, and whether there is a record.
+	// An implementation may answer from what it wrote or read before.
 	LastConfirmed(ctx context.Context, system, database, slot string) (lsn pglogrepl.LSN, at time.Time, found bool, err error)
+	// LastConfirmedNow is LastConfirmed read where the record is kept,
+	// never from memory: before an existing slot is streamed from, whether
+	// a recovery of it has begun since (an error wrapping
+	// ErrRecoveryUnfinished) must be known as of now.
+	LastConfirmedNow(ctx context.Context, system, database, slot string) (lsn pglogrepl.LSN, at time.Time, found bool, err error)
 }
 
 // RegisterFlags binds c's fields to walrelay's flags, with the command

@@ -20,6 +20,15 @@ var ErrSlotInUse = errors.New("replication slot in use")
 // still creating it (no confirmed_flush_lsn yet): wait and try again.
 var ErrSlotNotReady = errors.New("replication slot not ready")
 
+// ErrSlotRecovering is wrapped when another walrelay is recovering the slot
+// from the outbox table now (its session holds the recovery's lock): the
+// slot must not be streamed from, nor recovered again, until it finishes.
+var ErrSlotRecovering = errors.New("replication slot being recovered")
+
+// ErrRecoveryUnfinished is wrapped by History's errors for a slot whose
+// record says a recovery of it began and did not finish.
+var ErrRecoveryUnfinished = errors.New("recovery unfinished")
+
 // ErrSlotGone is wrapped (with ErrSlotLost) when a slot walrelay streamed
 // from no longer exists.
 var ErrSlotGone = errors.New("replication slot gone")
