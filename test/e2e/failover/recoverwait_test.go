@@ -22,8 +22,8 @@ import (
 //     the recovery starts, thawed once the recovery's slot exists;
 //   - one started while the recovery runs, without --recover-missing-slot.
 //
-// The recovery reads the outbox through a proxy at 512 KiB/s (its rows are
-// 2 KB each), so that it runs for seconds. No walsender may hold the slot
+// The recovery reads the outbox through a proxy at an eighth of the table's
+// size a second (its rows are 2 KB each), so that it runs for seconds. No walsender may hold the slot
 // until it has exited 0; then one instance streams on, and every row is in
 // Kafka, per aggregate in commit order.
 //
@@ -65,8 +65,15 @@ func TestRecoveryInProgressIsWaitedFor(t *testing.T) {
 	}
 	e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, e.Slot)
 
+	// N.B. the rate from the table's size: the recovery reads for about
+	// 8 s however many rows the writers committed by now.
+	var size int64
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT coalesce(sum(pg_column_size(o.*)), 0) FROM outbox o`).Scan(&size); err != nil {
+		t.Fatal(err)
+	}
 	pg := harness.NewPGProxy(t, harness.PGHostPort(t, e.DSN))
-	pg.SetServerRate(512 << 10)
+	pg.SetServerRate(int(max(size/8, 64<<10)))
+	t.Logf("outbox %d bytes, read by the recovery at %d bytes/s", size, max(size/8, 64<<10))
 	recovering := harness.StartProcess(t, e.Bin, nil, e.Args("recover", "--recover-column", "created_at",
 		"--pg-url", harness.DSNVia(t, e.DSN, pg.Addr(), nil)))
 	harness.WaitFor(t, 2*time.Minute, "the recovery to create its slot", func() bool {
