@@ -71,11 +71,11 @@ func recoveryHolder(ctx context.Context, conn *pgx.Conn, slot string) (pid uint3
 	return pid, true, nil
 }
 
-// waitForRecovery turns History's err for the slot into ErrSlotRecovering
-// while a recovery of the slot still holds its lock; else it returns err
-// as the history's.
+// waitForRecovery turns History's err for the slot (nil: none) into
+// ErrSlotRecovering while a recovery of the slot holds its lock; else it
+// returns err as the history's.
 func (p *prep) waitForRecovery(ctx context.Context, err error) error {
-	if !errors.Is(err, replication.ErrRecoveryUnfinished) {
+	if err != nil && !errors.Is(err, replication.ErrRecoveryUnfinished) {
 		return fmt.Errorf("read slot history: %w", err)
 	}
 	pid, held, lerr := recoveryHolder(ctx, p.conn, p.cfg.Slot)
@@ -86,5 +86,8 @@ func (p *prep) waitForRecovery(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: slot %q is being recovered from the outbox table by another walrelay (its PostgreSQL session, pid %d, holds the recovery's lock): waiting until it finishes",
 			replication.ErrSlotRecovering, p.cfg.Slot, pid)
 	}
-	return fmt.Errorf("read slot history: %w", err)
+	if err != nil {
+		return fmt.Errorf("read slot history: %w", err)
+	}
+	return nil
 }

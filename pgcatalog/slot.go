@@ -141,6 +141,13 @@ func (p *prep) missingSlot(ctx context.Context, wantFailover bool) error {
 		if err != nil {
 			return p.waitForRecovery(ctx, err)
 		}
+		// N.B. a recovery that has begun creates the slot itself: it is
+		// waited for, neither reported gone nor raced.
+		if found && !p.dryRun {
+			if err := p.waitForRecovery(ctx, nil); err != nil {
+				return err
+			}
+		}
 		// N.B. the one decision this protects: a slot created now starts
 		// at the server's current WAL position, so every event committed
 		// since the slot's last confirmed position would be skipped
