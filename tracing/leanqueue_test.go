@@ -141,8 +141,11 @@ func TestLeanScheduleDelay(t *testing.T) {
 	for range 3 {
 		end()
 	}
+	// N.B. both conditions: the receiver counts a request before it
+	// answers, the exporter counts the spans exported once it has the
+	// answer (waiting for the first alone failed 88 times in 500).
 	deadline := time.Now().Add(10 * time.Second)
-	for recv.count() < 3 && time.Now().Before(deadline) {
+	for (recv.count() < 3 || testutil.ToFloat64(s.Exported) < 3) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // N.B. polling for the condition
 	}
 	if n := recv.count(); n != 3 || testutil.ToFloat64(s.Exported) != 3 {
