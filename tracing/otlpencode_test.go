@@ -130,8 +130,11 @@ var (
 )
 
 // capture is an OTLP/HTTP receiver that keeps the bodies it is sent under
-// name.
+// name, from none (a test run again with -count reads its own run's).
 func capture(t *testing.T, name string) *httptest.Server {
+	capturedMu.Lock()
+	delete(captured, name)
+	capturedMu.Unlock()
 	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		capturedMu.Lock()
