@@ -88,6 +88,7 @@ type Store struct {
 	cl  *kgo.Client
 	adm *kadm.Client
 	log *zap.Logger
+	idx index // index.go
 }
 
 // Open connects and checks the topic: it exists (or is created) and is
@@ -289,91 +290,24 @@ func (s *Store) endOffsets(ctx context.Context) (kadm.ListedOffsets, error) {
 	}
 }
 
-// Read returns the last marker of the slot, reading the topic from its start
-// to its end offsets; found is false when there is none (or its last record
-// is a tombstone).
+// Read returns the last marker of the slot as of the topic's end offsets
+// now (catchUp); found is false when there is none (or its last record is
+// a tombstone).
 func (s *Store) Read(ctx context.Context, system, database, slot string) (m Marker, found bool, err error) {
 	key := Key(system, database, slot)
-	var last []byte
-	err = s.scan(ctx, func(k, v []byte) {
-		if string(k) == key {
-			last, found = v, v != nil
-		}
-	})
-	if err != nil || !found {
+	s.idx.mu.Lock()
+	defer s.idx.mu.Unlock()
+	if err := s.catchUp(ctx); err != nil {
 		return m, false, err
+	}
+	last, found := s.idx.markers[key]
+	if !found {
+		return m, false, nil
 	}
 	if err := json.Unmarshal(last, &m); err != nil {
 		return m, false, fmt.Errorf("decode marker %s: %w", key, err)
 	}
 	return m, true, nil
-}
-
-// scan reads the topic from its start to its end offsets and calls each
-// with every record's key and value (nil: a tombstone), in offset order
-// within a partition; control records are skipped.
-func (s *Store) scan(ctx context.Context, each func(key, value []byte)) error {
-	ends, err := s.endOffsets(ctx)
-	if err != nil {
-		return fmt.Errorf("list end offsets of %s: %w", s.cfg.Topic, err)
-	}
-	want := map[int32]int64{}
-	offsets := map[string]map[int32]kgo.Offset{s.cfg.Topic: {}}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			offsets[s.cfg.Topic][o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	if len(want) == 0 {
-		return nil
-	}
-	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.ConsumePartitions(offsets),
-		// N.B. transaction markers (the exactly-once checkpoints share the
-		// topic) take offsets too: kept, so the end offset is reached.
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(500 * time.Millisecond),
-	}, s.cfg.Opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("create marker reader: %w", err)
-	}
-	defer cl.Close()
-	for len(want) > 0 {
-		// N.B. compaction may remove a partition's last offsets (a
-		// tombstone past delete.retention.ms): a poll that gets nothing for
-		// several fetch waits means nothing is left below the end offsets,
-		// which the broker serves at once.
-		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		fetches := cl.PollFetches(pctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read markers: %w", err)
-		}
-		var ferr error
-		fetches.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				ferr = errors.Join(ferr, err)
-			}
-		})
-		if ferr != nil {
-			return fmt.Errorf("read markers: %w", ferr)
-		}
-		if fetches.NumRecords() == 0 {
-			break
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
-				each(r.Key, r.Value)
-			}
-			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return nil
 }
 
 // LSN parses m's confirmed LSN.

@@ -123,3 +123,48 @@ func TestReadWaitsOutALeaderElection(t *testing.T) {
 		t.Errorf("%d answers of LEADER_NOT_AVAILABLE, want 3 before the read", refused)
 	}
 }
+
+// TestReadCatchesUp: a store reads the topic once, then at each Read only
+// the records written since (Store.idx), tombstones included; another
+// store reads it from the start.
+func TestReadCatchesUp(t *testing.T) {
+	c := fakeKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(ctx, t, c)
+	read := func(slot string) bool {
+		t.Helper()
+		_, found, err := s.Read(ctx, "1", "db", slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if err := s.Write(ctx, Marker{Slot: "a", Database: "db", SystemIdentifier: "1", ConfirmedLSN: "0/10"}); err != nil {
+		t.Fatal(err)
+	}
+	if !read("a") || s.idx.records != 1 {
+		t.Fatalf("after one marker: found %v, %d records read; want true, 1", read("a"), s.idx.records)
+	}
+	if read("a"); s.idx.records != 1 {
+		t.Errorf("a Read with nothing new read %d records in all, want 1", s.idx.records)
+	}
+	if err := s.Write(ctx, Marker{Slot: "b", Database: "db", SystemIdentifier: "1", ConfirmedLSN: "0/20"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: "cp", Key: []byte(Key("1", "db", "a"))}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if read("a") || !read("b") || s.idx.records != 3 {
+		t.Errorf("after a marker and a tombstone: a found %v, b found %v, %d records read in all; want false, true, 3", read("a"), read("b"), s.idx.records)
+	}
+	if sn, err := s.ReadAll(ctx); err != nil {
+		t.Error(err)
+	} else if sn.Len() != 1 {
+		t.Errorf("ReadAll = %d markers, want 1 (b)", sn.Len())
+	}
+	other := openStore(ctx, t, c)
+	if _, found, err := other.Read(ctx, "1", "db", "b"); err != nil || !found || other.idx.records != 3 {
+		t.Errorf("a new store: b found %v (%v), %d records read; want true, 3", found, err, other.idx.records)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -18,20 +19,16 @@ type Snapshot struct {
 	markers map[string][]byte // by Key; tombstones removed
 }
 
-// ReadAll reads the topic from its start to its end offsets, as Read does,
-// and keeps every key's last marker.
+// ReadAll reads the topic to its end offsets, as Read does, and keeps
+// every key's last marker.
 func (s *Store) ReadAll(ctx context.Context) (*Snapshot, error) {
-	sn := &Snapshot{At: time.Now(), markers: map[string][]byte{}}
-	err := s.scan(ctx, func(k, v []byte) {
-		if v == nil {
-			delete(sn.markers, string(k))
-			return
-		}
-		sn.markers[string(k)] = v
-	})
-	if err != nil {
+	sn := &Snapshot{At: time.Now()}
+	s.idx.mu.Lock()
+	defer s.idx.mu.Unlock()
+	if err := s.catchUp(ctx); err != nil {
 		return nil, err
 	}
+	sn.markers = maps.Clone(s.idx.markers)
 	return sn, nil
 }
 
