@@ -52,7 +52,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	rc.History = &r.hist
 	st, err := pgcatalog.Prepare(ctx, rc, r.log)
 	if err != nil {
-		return onPostgres(err)
+		return preflightFailed(err)
 	}
 	ph.mark("preflight")
 	// N.B. the marker is in Kafka before anything is confirmed on the slot:

@@ -97,7 +97,26 @@ func (h *history) LastConfirmedNow(ctx context.Context, system, database, slot s
 	if found {
 		h.remember(kafkastate.Marker{Slot: slot, Database: database, SystemIdentifier: system, ConfirmedLSN: lsn.String(), UpdatedAt: at})
 	}
+	if err != nil && !errors.Is(err, kafkastate.ErrRecoveryUnfinished) {
+		return lsn, at, found, markerReadError{err}
+	}
 	return lsn, at, found, unfinished(err)
+}
+
+// markerReadError is a failure to read the marker topic: the attempt that
+// met it failed on Kafka's side (walrelay_restarts_total's cause), though
+// in PostgreSQL's preflight.
+type markerReadError struct{ error }
+
+func (e markerReadError) Unwrap() error { return e.error }
+
+// preflightFailed marks pgcatalog.Prepare's error with the side it failed
+// on: Kafka's when the marker topic could not be read, else PostgreSQL's.
+func preflightFailed(err error) error {
+	if mr := (markerReadError{}); errors.As(err, &mr) {
+		return onKafka(err)
+	}
+	return onPostgres(err)
 }
 
 // unfinished makes kafkastate's ErrRecoveryUnfinished replication's too.

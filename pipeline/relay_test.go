@@ -31,6 +31,8 @@ func TestErrorClasses(t *testing.T) {
 		{"slot not ready", onPostgres(fmt.Errorf("%w: creating", replication.ErrSlotNotReady)), false, false, "postgres", replication.ErrSlotNotReady},
 		{"slot being recovered", onPostgres(fmt.Errorf("%w: another walrelay", replication.ErrSlotRecovering)), false, false, "postgres", replication.ErrSlotRecovering},
 		{"recovery unfinished", onPostgres(unfinished(fmt.Errorf("%w: a recover", kafkastate.ErrRecoveryUnfinished))), true, true, "postgres", nil},
+		{"marker topic unreadable", preflightFailed(fmt.Errorf("read slot history: %w", markerReadError{errors.New("list end offsets of walrelay.checkpoints: dial tcp: connection refused")})), false, false, "kafka", nil},
+		{"preflight", preflightFailed(errors.New("look up replication slot: conn closed")), false, false, "postgres", nil},
 		{"connection reset", onPostgres(errors.New("receive: connection reset")), false, false, "postgres", nil},
 		{"record failed", onKafka(context.DeadlineExceeded), false, false, "kafka", nil},
 		{"decode", errors.New("decode message at 0/1: truncated"), false, false, "other", nil},
