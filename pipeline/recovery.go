@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/kafkastate"
 	"github.com/walrelay/walrelay/recovery"
 	"github.com/walrelay/walrelay/replication"
@@ -53,8 +52,7 @@ func (r *Relay) backfill(ctx context.Context, stop <-chan struct{}) error {
 			return err
 		}
 		_, msg := waitFor(err)
-		r.metrics.SetState(metrics.StateWaiting)
-		r.waitingFor.Store(&msg)
+		r.enterWait(msg)
 		if !logged {
 			r.log.Info(msg, zap.String("slot", r.rc.Slot), zap.Error(err))
 		}

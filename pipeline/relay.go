@@ -282,8 +282,7 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 			// within seconds of the active instance going away, or of the
 			// slot becoming ready.
 			wait = time.Second
-			r.metrics.SetState(metrics.StateWaiting)
-			r.waitingFor.Store(&msg)
+			r.enterWait(msg)
 			if waiting != kind {
 				r.log.Info(msg, zap.String("slot", r.rc.Slot), zap.Error(err))
 			}
@@ -312,6 +311,13 @@ func (r *Relay) run(ctx context.Context, stop <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// enterWait shows a wait for the slot (waitFor's msg) in the state metric
+// and /readyz.
+func (r *Relay) enterWait(msg string) {
+	r.metrics.SetState(metrics.StateWaiting)
+	r.waitingFor.Store(&msg)
 }
 
 // waitFor says whether err means the slot is not ours yet (not a failure):
