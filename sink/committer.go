@@ -27,11 +27,22 @@ func (e *exactlyOnce) committer() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-s.closing
-		// N.B. a commit in flight may finish: its outcome then is known
-		// (a zombie learns it was fenced), and Close waits for it.
-		time.Sleep(5 * time.Second)
-		cancel()
+		defer cancel()
+		select {
+		case <-s.failed:
+			// N.B. failed (aborted, fenced, a record lost): a commit or
+			// fencing in flight gives up at once, or an abort would wait
+			// for a Kafka that does not answer; its outcome is left to
+			// the next producer of the transactional id (unsure).
+		case <-s.closing:
+			// N.B. a commit in flight may finish: its outcome then is
+			// known (a zombie learns it was fenced), and Close waits
+			// for it.
+			select {
+			case <-time.After(5 * time.Second):
+			case <-s.failed:
+			}
+		}
 	}()
 	select {
 	case <-s.closing:
@@ -40,9 +51,9 @@ func (e *exactlyOnce) committer() {
 		return
 	case <-e.activate:
 	}
-	e.mu.Lock()
+	e.lock()
 	err := e.init(ctx)
-	e.mu.Unlock()
+	e.unlock()
 	if err != nil {
 		s.fail(err)
 		return
@@ -63,13 +74,13 @@ func (e *exactlyOnce) committer() {
 				ErrTransactionTooLong, e.curXid.Load(), pglogrepl.LSN(e.curLSN.Load()), e.curRecs.Load(), s.cfg.TransactionTimeout))
 			return
 		}
-		if !e.mu.TryLock() {
+		if !e.tryLock() {
 			continue
 		}
 		if !e.inPG.Load() && e.due() {
 			e.commit(ctx) // its failure fails the sink
 		}
-		e.mu.Unlock()
+		e.unlock()
 	}
 }
 

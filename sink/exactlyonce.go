@@ -75,8 +75,10 @@ type exactlyOnce struct {
 	s *Sink
 
 	// mu is held by Produce for a whole call and by the committer for a
-	// commit: a Kafka transaction ends only between Produce calls.
-	mu sync.Mutex
+	// commit: a Kafka transaction ends only between Produce calls. A
+	// one-slot channel, so that a flush stops waiting for it when its
+	// context ends (a commit in flight to a Kafka that does not answer).
+	mu chan struct{}
 
 	ready      bool          // the producer id is initialized and the checkpoint read
 	activate   chan struct{} // closed by HoldsSlot
@@ -103,7 +105,7 @@ type exactlyOnce struct {
 }
 
 func newExactlyOnce(s *Sink) *exactlyOnce {
-	return &exactlyOnce{s: s, activate: make(chan struct{})}
+	return &exactlyOnce{s: s, activate: make(chan struct{}), mu: make(chan struct{}, 1)}
 }
 
 // start ensures the checkpoint topic and starts the committer.
@@ -126,8 +128,27 @@ func (e *exactlyOnce) holdsSlot() {
 	e.actOnce.Do(func() { close(e.activate) })
 }
 
-func (e *exactlyOnce) lock()   { e.mu.Lock() }
-func (e *exactlyOnce) unlock() { e.mu.Unlock() }
+func (e *exactlyOnce) lock()   { e.mu <- struct{}{} }
+func (e *exactlyOnce) unlock() { <-e.mu }
+
+func (e *exactlyOnce) tryLock() bool {
+	select {
+	case e.mu <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// lockCtx takes mu unless ctx ends first.
+func (e *exactlyOnce) lockCtx(ctx context.Context) error {
+	select {
+	case e.mu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // begin skips a part the checkpoint covers (first, skip); the first part
 // of any other transaction may commit the open Kafka transaction first.
@@ -244,8 +265,10 @@ func (e *exactlyOnce) last(ctx context.Context, tx *decode.Tx) error {
 // flush commits the open Kafka transaction, unless a PostgreSQL
 // transaction is half handed over.
 func (e *exactlyOnce) flush(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockCtx(ctx); err != nil {
+		return fmt.Errorf("flush: waiting for a kafka transaction's commit in flight: %w", err)
+	}
+	defer e.unlock()
 	if e.inPG.Load() {
 		return errors.New("flush: a transaction is half handed over; it is not committed")
 	}
@@ -286,8 +309,8 @@ func fenced(err error) error {
 // aborts this transaction if it is still open.
 func (e *exactlyOnce) close() {
 	s := e.s
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.lock()
+	defer e.unlock()
 	if !e.open {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +24,9 @@ const exitShutdownTimeout = 5 * time.Second
 // from its "stopping" line: idle, with a backlog draining, with a
 // keep-alive client of /metrics connected, in exactly-once mode, and with
 // Kafka gone silent just before the stop (the slot marker's last refresh
-// and the clients' Close wait on it). A process still alive then is sent
+// and the clients' Close wait on it), in exactly-once mode too, and while a
+// Kafka transaction's commit is unanswered (the committer holds the lock
+// every Produce takes). A process still alive then is sent
 // SIGQUIT, and the test shows its log since "stopping" and where its
 // goroutines wait.
 func TestExitAfterStopped(t *testing.T) {
@@ -34,6 +37,9 @@ func TestExitAfterStopped(t *testing.T) {
 		scraper  bool // a keep-alive client polls /metrics through the stop
 		eos      bool // --exactly-once: a Kafka transaction open at the stop
 		isolated bool // Kafka stops answering just before the stop
+		// commitHeld: Kafka stops answering while the committer (not a
+		// Produce call) commits a Kafka transaction: its EndTxn is held.
+		commitHeld bool
 	}{
 		{name: "idle"},
 		{name: "backlog", writing: true},
@@ -41,6 +47,7 @@ func TestExitAfterStopped(t *testing.T) {
 		{name: "exactly-once", writing: true, eos: true},
 		{name: "kafka-gone", writing: true, isolated: true},
 		{name: "exactly-once-kafka-gone", writing: true, eos: true, isolated: true},
+		{name: "exactly-once-commit-unanswered", eos: true, isolated: true, commitHeld: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -54,6 +61,7 @@ func TestExitAfterStopped(t *testing.T) {
 			kafka := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
 			relay := e.Start(t, "--brokers", kafka.Addr(), "--shutdown-timeout", exitShutdownTimeout.String())
 			relay.WaitStreaming()
+			var heldXid uint32 // the row whose Kafka transaction's commit is held
 			if tc.writing {
 				writing := w.Start(e.Env)
 				defer writing.Stop()
@@ -61,8 +69,25 @@ func TestExitAfterStopped(t *testing.T) {
 				// with batches in flight when the stop comes.
 				c.WaitFor(200, 2*time.Minute)
 			} else {
-				e.Bed.Exec(t, e.DSN, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'agg-0', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
-				c.WaitFor(1, 2*time.Minute)
+				var held <-chan struct{}
+				if tc.commitHeld {
+					// N.B. armed before the only row: no Produce call
+					// follows it, so its Kafka transaction is committed
+					// by the committer, whose commit is then held.
+					var release func()
+					held, release = kafka.HoldBefore(harness.KafkaEndTxn)
+					defer release()
+				}
+				heldXid = e.ExecXid(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'agg-0', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
+				if held == nil {
+					c.WaitFor(1, 2*time.Minute)
+				} else {
+					select {
+					case <-held:
+					case <-time.After(time.Minute):
+						t.Fatal("walrelay sent no commit request (EndTxn) within a minute")
+					}
+				}
 			}
 			if tc.scraper {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -99,6 +124,20 @@ func TestExitAfterStopped(t *testing.T) {
 			}
 			if code := relay.Wait(time.Second); code != 0 {
 				t.Errorf("walrelay exit code %d after SIGTERM, want 0", code)
+			}
+			if tc.commitHeld {
+				// N.B. the slot is not confirmed past a row whose Kafka
+				// transaction was never committed: the next walrelay
+				// relays it.
+				var rows int
+				if err := e.Bed.QueryRow(t, e.DSN, `SELECT count(*)
+					FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)
+					WHERE xid = $3::text::xid AND get_byte(data, 0) = ascii('I')`, e.Slot, e.Pub, strconv.FormatUint(uint64(heldXid), 10)).Scan(&rows); err != nil {
+					t.Fatal(err)
+				}
+				if rows != 1 {
+					t.Errorf("the slot holds %d rows of transaction %d, whose Kafka commit never reached the broker: want 1 (not confirmed past it)", rows, heldXid)
+				}
 			}
 			t.Logf("FIGURES case=%s exit_after_stopping=%s", tc.name, time.Since(stopping).Round(10*time.Millisecond))
 		})
