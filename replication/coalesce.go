@@ -55,6 +55,10 @@ type coalescingConn struct {
 	sleep   func(time.Duration) // time.Sleep unless a test counts the waits
 	buf     []byte
 	r, w    int // buf[r:w] is read from the socket and not yet returned
+
+	window  windowState   // the drain window (drainwindow.go)
+	dwait   time.Duration // the wait while it is narrow and the stream behind
+	maxRead int           // the largest read since it was narrowed
 }
 
 // waitWorth is how many messages must arrive per wait for reads to wait:
@@ -74,8 +78,9 @@ const backlogLag = 100 * time.Millisecond
 // transaction's Begin, for the decision to wait.
 func (c *coalescingConn) Lag(d time.Duration) { c.behind = d >= backlogLag }
 
-// readBytes is the size of coalescingConn's reads of the socket.
-const readBytes = 128 << 10
+// readBytes is the size of coalescingConn's reads of the socket: twice
+// the drain window, so that a read returns a full window in one call.
+const readBytes = 256 << 10
 
 // Buffered is the number of bytes read from the socket and not yet returned.
 func (c *coalescingConn) Buffered() int { return c.w - c.r }
@@ -98,13 +103,20 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 	if c.buf == nil {
 		c.buf = make([]byte, readBytes)
 	}
+	if c.behind && c.window == windowUntried && c.wait > 0 {
+		c.narrow()
+	}
 	if c.drained && c.wait > 0 && (c.behind || c.busy.Busy(time.Now())) {
 		c.drained = false
 		quiet := c.setLowat(quietLowat) == nil
+		w := c.wait
+		if c.paced() {
+			w = c.dwait
+		}
 		if c.sleep != nil {
-			c.sleep(c.wait)
+			c.sleep(w)
 		} else {
-			time.Sleep(c.wait)
+			time.Sleep(w)
 		}
 		if quiet {
 			// N.B. a mark left high would stall every read that blocks.
@@ -122,6 +134,9 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(dst)
 	c.drained = err == nil && n > 0 && n < len(dst)
+	if err == nil && n > 0 && c.paced() {
+		c.pace(n)
+	}
 	if direct {
 		return n, err
 	}
