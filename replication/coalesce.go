@@ -135,7 +135,8 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(dst)
 	c.drained = err == nil && n > 0 && n < len(dst)
 	if err == nil && n > 0 && c.paced() {
-		c.pace(n)
+		window, mss := c.rcvWindow()
+		c.pace(n, window, mss)
 	}
 	if direct {
 		return n, err

@@ -30,6 +30,22 @@ func (c *coalescingConn) minRTT() (time.Duration, error) {
 	return time.Duration(info.Min_rtt) * time.Microsecond, nil
 }
 
+// rcvWindow is the largest window the socket announces now (rcv_ssthresh)
+// and the segment size it sees (rcv_mss); 0 when the kernel does not say.
+func (c *coalescingConn) rcvWindow() (window, mss int) {
+	if c.raw == nil {
+		return 0, 0
+	}
+	var info *unix.TCPInfo
+	var err error
+	if cerr := c.raw.Control(func(fd uintptr) {
+		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); cerr != nil || err != nil {
+		return 0, 0
+	}
+	return int(info.Rcv_ssthresh), int(info.Rcv_mss)
+}
+
 // setRcvBuf sets the socket's SO_RCVBUF.
 func (c *coalescingConn) setRcvBuf(n int) error {
 	if c.raw == nil {

@@ -12,4 +12,6 @@ import (
 
 func (c *coalescingConn) minRTT() (time.Duration, error) { return 0, errors.ErrUnsupported }
 
+func (c *coalescingConn) rcvWindow() (window, mss int) { return 0, 0 }
+
 func (c *coalescingConn) setRcvBuf(int) error { return errors.ErrUnsupported }
