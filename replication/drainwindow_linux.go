@@ -8,18 +8,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// minRTT is the connection's minimum round trip as the kernel measured it.
-func (c *coalescingConn) minRTT() (time.Duration, error) {
+// tcpInfo is the kernel's TCP_INFO of the socket.
+func (c *coalescingConn) tcpInfo() (*unix.TCPInfo, error) {
 	if c.raw == nil {
-		return 0, errors.ErrUnsupported
+		return nil, errors.ErrUnsupported
 	}
 	var info *unix.TCPInfo
 	var err error
 	if cerr := c.raw.Control(func(fd uintptr) {
 		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
 	}); cerr != nil {
-		return 0, cerr
+		return nil, cerr
 	}
+	return info, err
+}
+
+// minRTT is the connection's minimum round trip as the kernel measured it.
+func (c *coalescingConn) minRTT() (time.Duration, error) {
+	info, err := c.tcpInfo()
 	if err != nil {
 		return 0, err
 	}
@@ -33,29 +39,12 @@ func (c *coalescingConn) minRTT() (time.Duration, error) {
 // rcvWindow is the largest window the socket announces now (rcv_ssthresh)
 // and the segment size it sees (rcv_mss); 0 when the kernel does not say.
 func (c *coalescingConn) rcvWindow() (window, mss int) {
-	if c.raw == nil {
-		return 0, 0
-	}
-	var info *unix.TCPInfo
-	var err error
-	if cerr := c.raw.Control(func(fd uintptr) {
-		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); cerr != nil || err != nil {
+	info, err := c.tcpInfo()
+	if err != nil {
 		return 0, 0
 	}
 	return int(info.Rcv_ssthresh), int(info.Rcv_mss)
 }
 
 // setRcvBuf sets the socket's SO_RCVBUF.
-func (c *coalescingConn) setRcvBuf(n int) error {
-	if c.raw == nil {
-		return errors.ErrUnsupported
-	}
-	var err error
-	if cerr := c.raw.Control(func(fd uintptr) {
-		err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
-	}); cerr != nil {
-		return cerr
-	}
-	return err
-}
+func (c *coalescingConn) setRcvBuf(n int) error { return c.setSocketInt(syscall.SO_RCVBUF, n) }
