@@ -71,6 +71,25 @@ func recoveryHolder(ctx context.Context, conn *pgx.Conn, slot string) (pid uint3
 	return pid, true, nil
 }
 
+// RecoveryInProgress returns an ErrSlotRecovering error while a recovery
+// of slot holds its lock in conn's database (another session's), else nil.
+//
+// N.B. the stream asks it again once it holds the slot: a relay that read
+// the slot before a recovery dropped it and created it again (the same
+// name) would otherwise stream the recovery's slot from START_REPLICATION
+// on while the recovery still publishes older rows.
+func RecoveryInProgress(ctx context.Context, conn *pgx.Conn, slot string) error {
+	pid, held, err := recoveryHolder(ctx, conn, slot)
+	if err != nil {
+		return err
+	}
+	if held {
+		return fmt.Errorf("%w: slot %q is being recovered from the outbox table by another walrelay (its PostgreSQL session, pid %d, holds the recovery's lock): waiting until it finishes",
+			replication.ErrSlotRecovering, slot, pid)
+	}
+	return nil
+}
+
 // waitForRecovery turns History's err for the slot (nil: none) into
 // ErrSlotRecovering while a recovery of the slot holds its lock; else it
 // returns err as the history's.
@@ -78,13 +97,8 @@ func (p *prep) waitForRecovery(ctx context.Context, err error) error {
 	if err != nil && !errors.Is(err, replication.ErrRecoveryUnfinished) {
 		return fmt.Errorf("read slot history: %w", err)
 	}
-	pid, held, lerr := recoveryHolder(ctx, p.conn, p.cfg.Slot)
-	if lerr != nil {
+	if lerr := RecoveryInProgress(ctx, p.conn, p.cfg.Slot); lerr != nil {
 		return lerr
-	}
-	if held {
-		return fmt.Errorf("%w: slot %q is being recovered from the outbox table by another walrelay (its PostgreSQL session, pid %d, holds the recovery's lock): waiting until it finishes",
-			replication.ErrSlotRecovering, p.cfg.Slot, pid)
 	}
 	if err != nil {
 		return fmt.Errorf("read slot history: %w", err)

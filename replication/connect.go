@@ -123,5 +123,12 @@ func (s *Stream) heldPosition(ctx context.Context, sql *pendingConn, pid uint32)
 	if err != nil {
 		return 0, fmt.Errorf("read held slot position: %w", err)
 	}
+	if s.heldCheck != nil {
+		// N.B. before anything is read from the slot: it is released
+		// with the replication connection if the check says so.
+		if err := s.heldCheck(ctx, conn); err != nil {
+			return 0, err
+		}
+	}
 	return lsn, nil
 }

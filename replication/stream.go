@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -57,6 +58,10 @@ type Stream struct {
 
 	buf *budget.Budget // bytes of messages handed on and not yet Done
 
+	// heldCheck, when set, is asked once the slot is held, before anything
+	// is read from it (CheckWhenHeld).
+	heldCheck func(context.Context, *pgx.Conn) error
+
 	timeline int32 // ExpectTimeline's; 0: not checked
 	// walSenderTimeout is the server's wal_sender_timeout for this
 	// connection (SetWALSenderTimeout; 0: disabled or not known).
@@ -98,6 +103,12 @@ func New(cfg Config, conf Confirmer, log *zap.Logger) *Stream {
 // role and database, as the preflight read it (pgcatalog.Prepared), which
 // the liveness deadline honours (livenessDeadline).
 func (s *Stream) SetWALSenderTimeout(d time.Duration) { s.walSenderTimeout = d }
+
+// CheckWhenHeld has Run call f with a SQL connection of the slot's
+// database once START_REPLICATION holds the slot, before anything is read
+// from it: an error from f ends Run (the slot is released with the
+// connection) and is returned.
+func (s *Stream) CheckWhenHeld(f func(context.Context, *pgx.Conn) error) { s.heldCheck = f }
 
 // Done says that the consumer of Run's batches no longer needs batch's
 // buffer space: it has decoded it.
