@@ -52,20 +52,7 @@ func TestRecoverySlotTakenAfterItsPrepare(t *testing.T) {
 		t.Fatalf("first instance exit code %d, want 0; log:\n%s", code, first.Log())
 	}
 	e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, e.Slot)
-	var size int64
-	if err := e.Bed.QueryRow(t, e.DSN, `SELECT coalesce(sum(pg_column_size(o.*)), 0) FROM outbox o`).Scan(&size); err != nil {
-		t.Fatal(err)
-	}
-	rpx := harness.NewPGProxy(t, harness.PGHostPort(t, e.DSN))
-	rpx.SetServerRate(int(max(size/8, 64<<10)))
-	recovering := harness.StartProcess(t, e.Bin, nil, e.Args("recover", "--recover-column", "created_at",
-		"--pg-url", harness.DSNVia(t, e.DSN, rpx.Addr(), nil)))
-	harness.WaitFor(t, 2*time.Minute, "the recovery to create its slot", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN != 0 || recovering.Exited()
-	})
-	if recovering.Exited() {
-		t.Fatalf("walrelay recover exited before its slot was seen; output:\n%s", recovering.Log())
-	}
+	recovering := slowRecovery(t, e)
 	release()
 	const waitLine = "slot is being recovered from the outbox table by another walrelay"
 	harness.WaitFor(t, time.Minute, "the late instance to say it waits for the recovery", func() bool {

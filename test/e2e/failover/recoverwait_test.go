@@ -65,23 +65,7 @@ func TestRecoveryInProgressIsWaitedFor(t *testing.T) {
 	}
 	e.Bed.Exec(t, e.DSN, `SELECT pg_drop_replication_slot($1)`, e.Slot)
 
-	// N.B. the rate from the table's size: the recovery reads for about
-	// 8 s however many rows the writers committed by now.
-	var size int64
-	if err := e.Bed.QueryRow(t, e.DSN, `SELECT coalesce(sum(pg_column_size(o.*)), 0) FROM outbox o`).Scan(&size); err != nil {
-		t.Fatal(err)
-	}
-	pg := harness.NewPGProxy(t, harness.PGHostPort(t, e.DSN))
-	pg.SetServerRate(int(max(size/8, 64<<10)))
-	t.Logf("outbox %d bytes, read by the recovery at %d bytes/s", size, max(size/8, 64<<10))
-	recovering := harness.StartProcess(t, e.Bin, nil, e.Args("recover", "--recover-column", "created_at",
-		"--pg-url", harness.DSNVia(t, e.DSN, pg.Addr(), nil)))
-	harness.WaitFor(t, 2*time.Minute, "the recovery to create its slot", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN != 0 || recovering.Exited()
-	})
-	if recovering.Exited() {
-		t.Fatalf("walrelay recover exited before its slot was seen; output:\n%s", recovering.Log())
-	}
+	recovering := slowRecovery(t, e)
 	signal(syscall.SIGCONT)
 	thawed = true
 	fresh := e.Start(t, "--recover-column", "created_at")
@@ -134,4 +118,28 @@ func TestRecoveryInProgressIsWaitedFor(t *testing.T) {
 			t.Errorf("%s instance exit code %d, want 0; log:\n%s", name, code, p.Log())
 		}
 	}
+}
+
+// slowRecovery starts `walrelay recover` of e's slot (gone) through a
+// proxy passing an eighth of the outbox's size a second, so that it reads
+// for about 8 s however many rows the writers committed, and returns once
+// the recovery's slot exists.
+func slowRecovery(t *testing.T, e *env) *harness.Relay {
+	t.Helper()
+	var size int64
+	if err := e.Bed.QueryRow(t, e.DSN, `SELECT coalesce(sum(pg_column_size(o.*)), 0) FROM outbox o`).Scan(&size); err != nil {
+		t.Fatal(err)
+	}
+	pg := harness.NewPGProxy(t, harness.PGHostPort(t, e.DSN))
+	pg.SetServerRate(int(max(size/8, 64<<10)))
+	t.Logf("outbox %d bytes, read by the recovery at %d bytes/s", size, max(size/8, 64<<10))
+	recovering := harness.StartProcess(t, e.Bin, nil, e.Args("recover", "--recover-column", "created_at",
+		"--pg-url", harness.DSNVia(t, e.DSN, pg.Addr(), nil)))
+	harness.WaitFor(t, 2*time.Minute, "the recovery to create its slot", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN != 0 || recovering.Exited()
+	})
+	if recovering.Exited() {
+		t.Fatalf("walrelay recover exited before its slot was seen; output:\n%s", recovering.Log())
+	}
+	return recovering
 }
