@@ -90,6 +90,12 @@ func RecoveryInProgress(ctx context.Context, conn *pgx.Conn, slot string) error 
 	return nil
 }
 
+// RecoveryCheck is RecoveryInProgress of slot, for
+// replication.Stream.CheckWhenHeld.
+func RecoveryCheck(slot string) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, conn *pgx.Conn) error { return RecoveryInProgress(ctx, conn, slot) }
+}
+
 // waitForRecovery turns History's err for the slot (nil: none) into
 // ErrSlotRecovering while a recovery of the slot holds its lock; else it
 // returns err as the history's.

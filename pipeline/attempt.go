@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
@@ -115,8 +114,7 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	// N.B. the slot read by Prepare may have been dropped and created again
 	// by another walrelay's recovery since (the same name): held now, it is
 	// released at once while that recovery runs.
-	slotName := r.rc.Slot
-	stream.CheckWhenHeld(func(ctx context.Context, c *pgx.Conn) error { return pgcatalog.RecoveryInProgress(ctx, c, slotName) })
+	stream.CheckWhenHeld(pgcatalog.RecoveryCheck(r.rc.Slot))
 	stream.OnConfirmLag(r.metrics.ConfirmedAfter)
 	if sc.ExactlyOnce {
 		stream.ExpectTimeline(deps.Source.Timeline)
