@@ -79,8 +79,12 @@ func (t *Tracker) InFlight() (records, txs int64, oldest time.Time) {
 
 // Begin registers the next transaction in commit order. commit is its commit
 // LSN (BEGIN's final LSN); it is used only for diagnostics.
-func (t *Tracker) Begin(commit pglogrepl.LSN) *Tx {
-	x := &Tx{t: t, commit: commit, begun: time.Now()}
+func (t *Tracker) Begin(commit pglogrepl.LSN) *Tx { return t.BeginAt(commit, time.Now()) }
+
+// BeginAt is Begin for a transaction begun at now (the caller's reading
+// of the clock).
+func (t *Tracker) BeginAt(commit pglogrepl.LSN, now time.Time) *Tx {
+	x := &Tx{t: t, commit: commit, begun: now}
 	t.mu.Lock()
 	t.queue = append(t.queue, x)
 	t.mu.Unlock()

@@ -60,7 +60,7 @@ func (s *Stream) xlogData(ctx context.Context, ss *session, out chan<- []Message
 	s.received.Store(uint64(xld.WALStart))
 	ss.received = xld.WALStart
 	if ss.reader != nil {
-		ss.reader.Count(time.Now())
+		ss.reader.Count(ss.now)
 		if wal[0] == pgoutput.KindBegin {
 			// N.B. both times are the server's clock.
 			ss.reader.Lag(xld.ServerTime.Sub(ss.tx.Current().CommitTime))
@@ -106,6 +106,8 @@ func (s *Stream) hand(ctx context.Context, ss *session, out chan<- []Message, m 
 		default:
 		}
 	}
+	// N.B. the receive loop's clock reading is old after the wait.
+	ss.stale = true
 	for {
 		// N.B. a nil channel disables its case: first wait for room in
 		// the buffer, then for the channel.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +60,8 @@ type coalescingConn struct {
 	window  windowState   // the drain window (drainwindow.go)
 	dwait   time.Duration // the wait while it is narrow and the stream behind
 	maxRead int           // the largest read since it was narrowed
+
+	reads atomic.Uint64 // reads of the socket, for the stream's clock (clock.go)
 }
 
 // waitWorth is how many messages must arrive per wait for reads to wait:
@@ -133,6 +136,7 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 		dst = p
 	}
 	n, err := c.Conn.Read(dst)
+	c.reads.Add(1)
 	c.drained = err == nil && n > 0 && n < len(dst)
 	if err == nil && n > 0 && c.paced() {
 		window, mss := c.rcvWindow()

@@ -38,6 +38,7 @@ func (s *Stream) sendStatusAt(ss *session, walEnd pglogrepl.LSN, idle, reply boo
 	}
 	now := time.Now()
 	ss.lastSent = now
+	ss.stale = true // clock.go: the write may have waited
 	if flush != ss.confirmed {
 		if s.log.Core().Enabled(zap.DebugLevel) {
 			s.log.Debug("confirmed", zap.Stringer("lsn", flush), zap.Bool("idle", idle))

@@ -154,6 +154,12 @@ type session struct {
 	// promptDue asked to look again (zero: not before nextStatus).
 	lastSent time.Time
 	promptAt time.Time
+	// now is the receive loop's time (clock.go): read after each read of
+	// the socket, shared by the messages that read returned; stale when
+	// the loop may have blocked since, reuses the messages that shared it.
+	now    time.Time
+	stale  bool
+	reuses int
 }
 
 // Run streams from start (the slot's confirmed_flush_lsn, or the slot's
@@ -301,9 +307,9 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
-		// N.B. one clock reading per message: the loop turns for every
-		// message of a backlog.
-		now := time.Now()
+		// N.B. one clock reading per read of the socket (clock.go): the
+		// loop turns for every message of a backlog.
+		now := ss.clock()
 		if received {
 			lastRecv, received = now, false
 		}
@@ -358,7 +364,11 @@ func (s *Stream) receive(ctx, stopCtx context.Context, ss *session, out chan<- [
 				continue
 			}
 		}
+		reads := ss.socketReads()
 		msg, err := ss.conn.ReceiveMessage(context.Background())
+		if ss.socketReads() != reads {
+			ss.tick()
+		}
 		if err != nil {
 			if err := s.readError(ss, err, lastRecv); err != nil {
 				return err

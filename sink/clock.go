@@ -30,9 +30,10 @@ type handoffClock struct {
 	head int
 }
 
-// open starts a handoff; seal ends it once its records are handed over.
-func (c *handoffClock) open() *handoff {
-	h := &handoff{at: time.Now()}
+// open starts a handoff at now; seal ends it once its records are handed
+// over.
+func (c *handoffClock) open(now time.Time) *handoff {
+	h := &handoff{at: now}
 	h.pending.Store(1)
 	c.mu.Lock()
 	c.q = append(c.q, h)

@@ -99,7 +99,7 @@ func (e *exactlyOnce) commit(ctx context.Context) error {
 			Transactions: len(e.txs), Records: e.records, WrittenAt: time.Now().UTC(),
 		})
 		// N.B. timed by the watchdog like any record.
-		h := s.clock.open()
+		h := s.clock.open(time.Now())
 		h.pending.Add(1)
 		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 			h.pending.Add(-1)

@@ -206,7 +206,7 @@ var errSinkDone = errors.New("sink done")
 // produceAndWait produces r and waits for its promise, timed by the
 // watchdog like any record.
 func (s *Sink) produceAndWait(ctx context.Context, r *kgo.Record) error {
-	h := s.clock.open()
+	h := s.clock.open(time.Now())
 	h.pending.Add(1)
 	done := make(chan error, 1)
 	if r.Context == nil {

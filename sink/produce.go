@@ -28,6 +28,7 @@ func (s *Sink) Produce(ctx context.Context, tx *decode.Tx) error {
 	if skip, err := s.delivery.begin(ctx, tx); skip || err != nil {
 		return err
 	}
+	s.now = time.Now()
 	if err := s.beginPart(tx); err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func (s *Sink) beginPart(tx *decode.Tx) error {
 			s.isoThrough = 0
 			s.isoTopics.Store(nil)
 		}
-		s.cur = s.tracker.Begin(tx.CommitLSN)
+		s.cur = s.tracker.BeginAt(tx.CommitLSN, s.now)
 		s.evIndex = 0
 		s.lastCommit.Store(uint64(tx.CommitLSN))
 	}
@@ -109,6 +110,7 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 				s.traceAcked(r, err) // trace.go
 				return err
 			}
+			s.now = time.Now()
 			v = g.admit(tx, ev, r, true)
 		}
 		if v.cause == causeBadPartition {
@@ -127,11 +129,17 @@ func (s *Sink) produceEvents(ctx context.Context, tx *decode.Tx) error {
 			s.traceAcked(r, err) // trace.go: not produced (a span ended already stays so)
 			return err
 		}
+		if v.outcome != produce || v.cause != causeNone {
+			// N.B. an event that is not simply handed over may have
+			// waited (isolated, dead-lettered, parked, its partitions
+			// counted): the next records are timed anew.
+			s.now = time.Now()
+		}
 	}
 	s.evIndex += uint32(n)
 	s.lingering = true
 	if s.cfg.Linger > 0 {
-		s.rate.Count(time.Now())
+		s.rate.Count(s.now)
 	}
 	if s.fresh {
 		// N.B. the first records of a topic wait for the client to
@@ -232,18 +240,19 @@ func (s *Sink) handOver(ctx context.Context, r *kgo.Record, a *txAcks, meta reco
 			}
 			return nil, ctx.Err()
 		}
+		s.now = time.Now()
 	}
 	if s.h == nil || s.hn >= handoffRecords {
 		s.sealHandoff()
-		if l := s.last; l != nil && s.hn < handoffRecords && time.Since(l.at) < s.handoffAge && l.reopen() {
+		if l := s.last; l != nil && s.hn < handoffRecords && s.now.Sub(l.at) < s.handoffAge && l.reopen() {
 			s.h = l
 		} else {
-			s.h, s.hn = s.clock.open(), 0
+			s.h, s.hn = s.clock.open(s.now), 0
 		}
 		s.last = nil
 	}
 	if a == nil || a.h != s.h {
-		a = &txAcks{s: s, x: s.cur, meta: meta, h: s.h, handed: time.Now()}
+		a = &txAcks{s: s, x: s.cur, meta: meta, h: s.h, handed: s.now}
 	}
 	s.hn++
 	s.h.pending.Add(1)

@@ -110,7 +110,7 @@ type stamper struct {
 func (s *Sink) stamp(st *stamper, r *kgo.Record, commitLSN pglogrepl.LSN, commit time.Time, hdrs []kgo.RecordHeader) []kgo.RecordHeader {
 	r.Timestamp = commit
 	if st.now.IsZero() {
-		st.now = time.Now()
+		st.now = s.now
 	}
 	forced := s.stampTopics != nil && commitLSN <= s.stampThrough && s.stampTopics[r.Topic]
 	if !forced && !s.limits.bounds(r.Topic).outside(commit, st.now, s.cfg.stampSlack()) {
