@@ -12,7 +12,7 @@ const clockReuse = 64
 //
 // N.B. a reading costs about 25 ns here (the vDSO's clock_gettime, twice
 // for time.Now, in a VM): at two readings per message, 12 per single-row
-// transaction, they were a twentieth of walrelay's CPU in a drain
+// transaction, they were about a tenth of walrelay's CPU in a drain
 // (perf: __vdso_clock_gettime 9.5 % of walrelay's samples, with the sink's
 // per-transaction readings). A drain reads hundreds of messages per read of
 // the socket, handled in microseconds, so they share the time that read

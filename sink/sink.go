@@ -58,8 +58,8 @@ type Sink struct {
 	// handoff and the records' stamps (N.B. a clock reading costs about
 	// 25 ns here; per reading of each, they were 9 of a single-row
 	// transaction's 21, replication/clock.go).
-	now time.Time
-	flushDone  chan struct{}                   // closed when sendLingering's flush has ended
+	now       time.Time
+	flushDone chan struct{} // closed when sendLingering's flush has ended
 
 	iso *Isolation
 	// Stamping with the current time after Kafka rejected timestamps
