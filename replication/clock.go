@@ -8,7 +8,8 @@ const clockReuse = 64
 
 // clock returns the receive loop's current time: the reading taken after
 // the last read of the socket, while the messages handled since came from
-// memory (at most clockReuse of them), else a new reading.
+// memory (at most clockReuse of them), else a new reading. Without a
+// reader (socketReads) every message counts as read from the socket.
 //
 // N.B. a reading costs about 25 ns here (the vDSO's clock_gettime, twice
 // for time.Now, in a VM): at two readings per message, 12 per single-row
@@ -20,7 +21,7 @@ const clockReuse = 64
 // for each, as before. Whatever may block the loop (a handoff that waits
 // for room downstream, a status update written) marks the reading stale.
 func (ss *session) clock() time.Time {
-	if ss.stale || ss.reuses >= clockReuse || ss.now.IsZero() {
+	if ss.reader == nil || ss.stale || ss.reuses >= clockReuse || ss.now.IsZero() {
 		ss.tick()
 	} else {
 		ss.reuses++
@@ -33,12 +34,11 @@ func (ss *session) tick() {
 	ss.now, ss.stale, ss.reuses = time.Now(), false, 0
 }
 
-// socketReads is how many reads of the socket the connection's reader made:
-// the clock is read again after a message whose receipt changed it. Without
-// a reader every message counts as read from the socket.
+// socketReads is how many reads of the socket the connection's reader made
+// (0 without one): the clock is read again after a message whose receipt
+// changed it.
 func (ss *session) socketReads() uint64 {
 	if ss.reader == nil {
-		ss.stale = true
 		return 0
 	}
 	return ss.reader.reads.Load()
