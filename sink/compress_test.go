@@ -9,7 +9,7 @@ import (
 )
 
 // TestLz4FramesOf64KiBBlocks: batches are lz4 frames whose descriptor
-// says 64 KiB blocks (as Kafka's Java producer writes), and franz-go's own
+// says 64 KiB blocks and no checksums (as Kafka's Java producer writes), and franz-go's own
 // decompressor gives back the batch, for a batch smaller than a block and
 // one of many blocks.
 func TestLz4FramesOf64KiBBlocks(t *testing.T) {
@@ -33,6 +33,16 @@ func TestLz4FramesOf64KiBBlocks(t *testing.T) {
 			}
 			if bs := (out[5] >> 4) & 7; bs != 4 {
 				t.Errorf("frame block size index %d, want 4 (64 KiB)", bs)
+			}
+			// FLG as Kafka's Lz4BlockOutputStream writes it: version 01,
+			// independent blocks, no block or content checksum, no
+			// content size (0x60). Without a content checksum the frame
+			// ends with the end mark.
+			if out[4] != 0x60 {
+				t.Errorf("frame FLG %#02x, want 0x60 (Kafka's: no checksums)", out[4])
+			}
+			if end := out[len(out)-4:]; !bytes.Equal(end, []byte{0, 0, 0, 0}) {
+				t.Errorf("frame ends with % x, want the end mark 00 00 00 00", end)
 			}
 			back, err := kgo.DefaultDecompressor().Decompress(out, kgo.CodecLz4)
 			if err != nil {

@@ -48,11 +48,12 @@ type Crash struct {
 	Error    string    `json:"error,omitempty"`
 }
 
-// runCrash runs the crash workload for walrelay and Debezium, whichever
-// of them the run has, one after the other.
+// runCrash runs the crash workload for walrelay, walrelay-before
+// (BENCH_WALRELAY_BEFORE's binary) and Debezium, whichever of them the run
+// has, one after the other.
 func (b *bench) runCrash(ctx context.Context) error {
 	var errs []error
-	for _, relay := range []string{relayWalrelay, relayDebezium} {
+	for _, relay := range []string{relayWalrelay, relayWalrelay + beforeSuffix, relayDebezium} {
 		if !b.cfg.has(relay) || ctx.Err() != nil {
 			continue
 		}
@@ -206,9 +207,13 @@ func (b *bench) startCrashRelay(ctx context.Context, c *Crash, slot string) (*ru
 		"--brokers", strings.Join(b.env.Brokers, ","), "--topic", typTopic, "--header-columns", "type:eventType",
 		"--http-addr", freeAddr(),
 	}
-	c.Settings = "defaults (--status-interval " + flagDefault(b.bin, "status-interval") + ")"
+	bin := b.bin
+	if strings.HasSuffix(c.Relay, beforeSuffix) {
+		bin = b.cfg.walrelayBefore
+	}
+	c.Settings = "defaults (--status-interval " + flagDefault(bin, "status-interval") + ")"
 	var err error
-	r.proc, err = rig.StartWalrelay(b.bin, filepath.Join(b.logDir("logs"), slot+"-"+strconv.Itoa(len(c.RestartS))+".log"), args...)
+	r.proc, err = rig.StartWalrelay(bin, filepath.Join(b.logDir("logs"), slot+"-"+strconv.Itoa(len(c.RestartS))+".log"), args...)
 	return r, err
 }
 

@@ -24,10 +24,11 @@ import (
 
 // runW2 runs walrelay, then Kafka's own floor (kafkaFloor), then the slot
 // and Kafka floors in series under the same load (chainFloor), then
-// Debezium, each on a fresh slot, at each rate.
+// walrelay-before (BENCH_WALRELAY_BEFORE's binary, when the run has it),
+// then Debezium, each on a fresh slot, at each rate.
 func (b *bench) runW2(ctx context.Context) error {
 	var errs []error
-	for _, relay := range []string{relayWalrelay, relayEOS, relayDebezium} {
+	for _, relay := range []string{relayWalrelay, relayWalrelay + beforeSuffix, relayEOS, relayDebezium} {
 		if !b.cfg.has(relay) || ctx.Err() != nil {
 			continue
 		}
