@@ -84,7 +84,6 @@ func runCmd(args []string, stderr io.Writer) int {
 		return exitConfig
 	}
 	pipeline.SetMemoryLimit(pc, log)
-	pipeline.SetProcs(os.Getenv, log)
 
 	// The first SIGINT/SIGTERM stops gracefully; a second one, or the
 	// shutdown timeout running out, aborts.
