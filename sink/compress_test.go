@@ -9,9 +9,9 @@ import (
 )
 
 // TestLz4FramesOf64KiBBlocks: batches are lz4 frames whose descriptor
-// says 64 KiB blocks and no checksums (as Kafka's Java producer writes), and franz-go's own
-// decompressor gives back the batch, for a batch smaller than a block and
-// one of many blocks.
+// says 64 KiB blocks and no checksums (as Kafka's Java producer writes),
+// and franz-go's own decompressor gives back the batch, for a batch
+// smaller than a block and one of many blocks.
 func TestLz4FramesOf64KiBBlocks(t *testing.T) {
 	c := newLz4Compressor()
 	for _, n := range []int{300, 1 << 20} {

@@ -207,10 +207,7 @@ func (b *bench) startCrashRelay(ctx context.Context, c *Crash, slot string) (*ru
 		"--brokers", strings.Join(b.env.Brokers, ","), "--topic", typTopic, "--header-columns", "type:eventType",
 		"--http-addr", freeAddr(),
 	}
-	bin := b.bin
-	if strings.HasSuffix(c.Relay, beforeSuffix) {
-		bin = b.cfg.walrelayBefore
-	}
+	bin := b.walrelayBin(c.Relay)
 	c.Settings = "defaults (--status-interval " + flagDefault(bin, "status-interval") + ")"
 	var err error
 	r.proc, err = rig.StartWalrelay(bin, filepath.Join(b.logDir("logs"), slot+"-"+strconv.Itoa(len(c.RestartS))+".log"), args...)

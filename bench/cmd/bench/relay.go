@@ -51,6 +51,15 @@ func (b *bench) walrelayArgs(slot, pub string, null bool, profile string) []stri
 	return args
 }
 
+// walrelayBin is the binary of a walrelay relay: BENCH_WALRELAY_BEFORE's
+// for the -before relays, else -walrelay's.
+func (b *bench) walrelayBin(relay string) string {
+	if strings.HasSuffix(relay, beforeSuffix) {
+		return b.cfg.walrelayBefore
+	}
+	return b.bin
+}
+
 func (b *bench) recvBin() string {
 	if b.env.PGBinDir != "" {
 		p := filepath.Join(b.env.PGBinDir, "pg_recvlogical")
@@ -83,10 +92,7 @@ func (b *bench) startRelay(ctx context.Context, relay, slot string, endpos pglog
 		r.proc, err = rig.StartProc(relayRecv, filepath.Join(b.logDir("logs"), slot+".log"), nil,
 			append([]string{b.recvBin()}, recvArgs(b.dsn, slot, slot, endpos)...)...)
 	case relayWalrelay, relayNull, relayEOS, relayNew, relayWalrelay + beforeSuffix, relayNull + beforeSuffix:
-		bin := b.bin
-		if strings.HasSuffix(relay, beforeSuffix) {
-			bin = b.cfg.walrelayBefore
-		}
+		bin := b.walrelayBin(relay)
 		args := b.walrelayArgs(slot, slot, strings.TrimSuffix(relay, beforeSuffix) == relayNull, profile)
 		if relay == relayWalrelay+beforeSuffix {
 			args = append(args, "--topic", topicPrefix(relay)+"${aggregatetype}")
