@@ -169,7 +169,7 @@ func (s *scenario) finish(relay *harness.Relay, extra string) harness.Report {
 	var recs []*kgo.Record
 	var txr harness.TxReport
 	if s.eos {
-		all, _ := s.e.Bed.ConsumeAllCommitted(t, append(s.e.Topics(), s.e.CheckpointTopic()), time.Second)
+		all, _ := s.e.Bed.ConsumeAllSettled(t, append(s.e.Topics(), s.e.CheckpointTopic()), time.Second)
 		for _, r := range all {
 			if r.Topic != s.e.CheckpointTopic() {
 				recs = append(recs, r)

@@ -61,7 +61,7 @@ func (r *TxReport) problem(format string, args ...any) {
 }
 
 // CheckTransactions judges what read_committed consumers saw (recs: the
-// outbox topics and the checkpoint topic, read with ConsumeAllCommitted).
+// outbox topics and the checkpoint topic, read with ConsumeAllSettled).
 // A Kafka transaction is told by its producer id and epoch (Kafka 4 bumps
 // the epoch at every transaction, KIP-890); each must hold exactly one
 // checkpoint record of key, and the checkpoints cut the LSN line into

@@ -66,7 +66,7 @@ func (b *Bed) CreateTopicWith(t testing.TB, topic string, partitions int32, conf
 // (ReadToEnd). Transaction markers are passed, not returned.
 func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*kgo.Record {
 	t.Helper()
-	recs, _ := b.consumeAll(t, topics, idle, false)
+	recs, _ := b.consumeAll(t, topics, idle, false, false)
 	return recs
 }
 
@@ -76,14 +76,23 @@ func (b *Bed) ConsumeAll(t testing.TB, topics []string, idle time.Duration) []*k
 // are not returned. control holds the transaction markers passed.
 func (b *Bed) ConsumeAllCommitted(t testing.TB, topics []string, idle time.Duration) (recs, control []*kgo.Record) {
 	t.Helper()
-	return b.consumeAll(t, topics, idle, true)
+	return b.consumeAll(t, topics, idle, true, false)
 }
 
-func (b *Bed) consumeAll(t testing.TB, topics []string, idle time.Duration, committed bool) (recs, control []*kgo.Record) {
+// ConsumeAllSettled is ConsumeAllCommitted once every transaction with
+// records in topics when it is called is decided (ReadOptions.Settled):
+// the read back after a relay confirmed its Kafka transactions, whose
+// commit markers the broker writes after the commit returned.
+func (b *Bed) ConsumeAllSettled(t testing.TB, topics []string, idle time.Duration) (recs, control []*kgo.Record) {
+	t.Helper()
+	return b.consumeAll(t, topics, idle, true, true)
+}
+
+func (b *Bed) consumeAll(t testing.TB, topics []string, idle time.Duration, committed, settled bool) (recs, control []*kgo.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), consumeTimeout)
 	defer cancel()
-	recs, control, err := ReadToEnd(ctx, b.brokers, topics, ReadOptions{Committed: committed, Idle: idle,
+	recs, control, err := ReadToEnd(ctx, b.brokers, topics, ReadOptions{Committed: committed, Settled: settled, Idle: idle,
 		Absent: func(topic string) { t.Logf("testbed: ConsumeAll: topic %s does not exist: counted empty", topic) }})
 	if err != nil {
 		t.Fatalf("testbed: ConsumeAll(%v) within %s: %v", topics, consumeTimeout, err)

@@ -156,6 +156,15 @@ type ReadOptions struct {
 	// partition's last stable offset: records of aborted and open
 	// transactions are not returned.
 	Committed bool
+	// Settled, with Committed: first wait until every transaction with
+	// records below the high watermarks as listed at the start is
+	// decided, then read to the last stable offsets. N.B. a broker
+	// writes a transaction's commit markers after its EndTxn returned,
+	// so a relay may confirm a transaction (and the slot show it) before
+	// its records are visible to read_committed: a read right after the
+	// confirmation needs Settled. A transaction left open keeps the read
+	// waiting until ctx ends.
+	Settled bool
 	// Idle: once at the end offsets, return when no record has arrived
 	// for Idle (0: at once).
 	Idle time.Duration
@@ -203,6 +212,11 @@ func ReadToEnd(ctx context.Context, brokers, topics []string, o ReadOptions) (re
 		}
 		cl.ForceMetadataRefresh()
 		if ends, err = ListEndOffsets(ctx, cl, o.Committed, topics...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if o.Committed && o.Settled {
+		if ends, err = settle(ctx, cl, topics); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -283,6 +297,44 @@ func ReadToEnd(ctx context.Context, brokers, topics []string, o ReadOptions) (re
 				return recs, control, fmt.Errorf("read %v to the end: %s: %w", topics, strings.Join(b, ", "), ctx.Err())
 			}
 			return recs, control, nil
+		}
+	}
+}
+
+// settle waits until the last stable offset of every partition of topics
+// reaches its high watermark as listed first (every transaction with
+// records there decided: its marker written), and returns the last
+// stable offsets it then lists.
+func settle(ctx context.Context, cl *kgo.Client, topics []string) (Ends, error) {
+	high, err := ListEndOffsets(ctx, cl, false, topics...)
+	if err != nil {
+		return nil, err
+	}
+	var open []string
+	for {
+		stable, err := ListEndOffsets(ctx, cl, true, topics...)
+		if err != nil {
+			if len(open) > 0 {
+				return nil, fmt.Errorf("read %v: transactions still undecided (%s): %w", topics, strings.Join(open, ", "), err)
+			}
+			return nil, err
+		}
+		open = open[:0]
+		for topic, ps := range high {
+			for p, hw := range ps {
+				if at := stable[topic][p]; at < hw {
+					open = append(open, fmt.Sprintf("%s/%d stable at %d of %d", topic, p, at, hw))
+				}
+			}
+		}
+		if len(open) == 0 {
+			return stable, nil
+		}
+		sort.Strings(open)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read %v: transactions still undecided (%s): %w", topics, strings.Join(open, ", "), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

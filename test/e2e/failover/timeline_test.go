@@ -71,8 +71,9 @@ func TestExactlyOnceFailoverToLaggingStandbyLosesNothing(t *testing.T) {
 	})
 	// N.B. in exactly-once mode the slot is confirmed only after the
 	// Kafka transaction (with its checkpoint) committed: read_committed
-	// shows every row, and the last checkpoint lies past the standby.
-	recs, _ := e.Bed.ConsumeAllCommitted(t, e.Topics(), 0)
+	// shows every row once the broker wrote the commit's markers
+	// (settled), and the last checkpoint lies past the standby.
+	recs, _ := e.Bed.ConsumeAllSettled(t, e.Topics(), 0)
 	inKafka := map[string]bool{}
 	for _, r := range recs {
 		id, _ := harness.Header(r, "id")
@@ -126,7 +127,7 @@ func TestExactlyOnceFailoverToLaggingStandbyLosesNothing(t *testing.T) {
 			t.Fatalf("event %s committed while the standby was stopped is on the promoted server: the standby was not behind", id)
 		}
 	}
-	all, _ := e.Bed.ConsumeAllCommitted(t, e.Topics(), time.Second)
+	all, _ := e.Bed.ConsumeAllSettled(t, e.Topics(), time.Second)
 	// N.B. the records of the lost timeline's rows are in Kafka and in no
 	// table: not phantoms of walrelay's making (the set comes from what
 	// the test committed, not from walrelay).
@@ -151,7 +152,7 @@ func TestExactlyOnceFailoverToLaggingStandbyLosesNothing(t *testing.T) {
 // end LSN and the timeline it names.
 func lastCheckpoint(t *testing.T, e *env) (pglogrepl.LSN, int) {
 	t.Helper()
-	recs, _ := e.Bed.ConsumeAllCommitted(t, []string{e.CheckpointTopic()}, 0)
+	recs, _ := e.Bed.ConsumeAllSettled(t, []string{e.CheckpointTopic()}, 0)
 	key := e.CheckpointKey(t)
 	var last pglogrepl.LSN
 	var tli int

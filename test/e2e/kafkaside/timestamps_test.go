@@ -169,7 +169,9 @@ func (b *boundedTopic) check(t *testing.T, relay *relayProc) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	recs, _, err := testbed.ReadToEnd(ctx, e.Bed.Brokers(), []string{b.topic}, testbed.ReadOptions{Committed: b.eos})
+	// N.B. settled: the broker writes a Kafka transaction's markers
+	// after its commit returned, and so after walrelay may confirm it.
+	recs, _, err := testbed.ReadToEnd(ctx, e.Bed.Brokers(), []string{b.topic}, testbed.ReadOptions{Committed: b.eos, Settled: b.eos})
 	if err != nil {
 		t.Fatal(err)
 	}
