@@ -74,22 +74,24 @@ func CheckpointRecord(topic string, src Source, c Checkpoint) *kgo.Record {
 const checkpointReadTimeout = time.Minute
 
 // ReadCheckpoint reads topic with a read_committed consumer up to each
-// partition's last stable offset and returns the end LSN of the last
-// checkpoint record of src (0 and nil when there is none). opts connect a
-// client (brokers, TLS, SASL).
-func ReadCheckpoint(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic string, src Source) (pglogrepl.LSN, *Checkpoint, error) {
+// partition's last stable offset, once every transaction on it is decided
+// (settledEnds, which tells wait what it waits for), and returns the end LSN
+// of the last checkpoint record of src (0 and nil when there is none).
+// opts connect a client (brokers, TLS, SASL).
+//
+// N.B. the caller has fenced the older producers of its transactional id
+// first: their open transaction is decided then.
+func ReadCheckpoint(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, topic string, src Source, wait func(undecided string)) (pglogrepl.LSN, *Checkpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkpointReadTimeout)
 	defer cancel()
 	// N.B. the committed offsets are the last stable offsets: no record of
-	// an open transaction lies below them.
+	// an open transaction lies below them; settled, no record committed
+	// before now lies above them.
 	var ends, starts kadm.ListedOffsets
 	for try := 0; ; try++ {
 		var err error
-		if ends, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
+		if ends, err = settledEnds(ctx, adm, topic, wait); err == nil {
 			starts, err = adm.ListStartOffsets(ctx, topic)
-		}
-		if err == nil {
-			err = ends.Error()
 		}
 		if err == nil {
 			err = starts.Error()

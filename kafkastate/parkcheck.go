@@ -25,7 +25,7 @@ func PreflightParked(topic string, brokers []string, conn kafkaconn.Conn) func(c
 		opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, conn.Opts()...)
 		c := preflight.Check{Name: "parked aggregates on " + topic}
 		var st ParkState
-		_, err := ReadParks(ctx, opts, topic, &st)
+		_, err := ReadParks(ctx, opts, topic, &st, nil)
 		switch {
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
 			c.Note = "none: the topic does not exist yet"

@@ -14,8 +14,12 @@ import (
 // ReadParks reads topic with a read_committed consumer up to each
 // partition's last stable offset, folding every park and release record
 // into st; it returns the offsets to follow the topic from (FollowParks).
-// opts connect a client (brokers, TLS, SASL).
-func ReadParks(ctx context.Context, opts []kgo.Opt, topic string, st *ParkState) (map[int32]kgo.Offset, error) {
+// opts connect a client (brokers, TLS, SASL). With wait, the relay's
+// read: first every transaction on the topic is decided (settledEnds, which
+// tells wait what it waits for), so that no park record committed before
+// is missed; the caller has fenced its own older producers. Without (nil),
+// a view (walrelay status, check): the last stable offsets as they are.
+func ReadParks(ctx context.Context, opts []kgo.Opt, topic string, st *ParkState, wait func(undecided string)) (map[int32]kgo.Offset, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkpointReadTimeout)
 	defer cancel()
 	cl, err := kgo.NewClient(opts...)
@@ -25,7 +29,12 @@ func ReadParks(ctx context.Context, opts []kgo.Opt, topic string, st *ParkState)
 	adm := kadm.NewClient(cl)
 	var ends kadm.ListedOffsets
 	for try := 0; ; try++ {
-		if ends, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
+		// N.B. settled: the park records this slot's pipeline committed
+		// after another producer's transaction on the topic began lie
+		// above the last stable offset until that one is decided.
+		if wait != nil {
+			ends, err = settledEnds(ctx, adm, topic, wait)
+		} else if ends, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
 			err = ends.Error()
 		}
 		if err == nil {

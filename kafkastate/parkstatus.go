@@ -34,7 +34,7 @@ func ReadParked(ctx context.Context, brokers []string, conn kafkaconn.Conn, topi
 		return nil, false, nil
 	}
 	var st ParkState
-	if _, err := ReadParks(ctx, opts, topic, &st); err != nil {
+	if _, err := ReadParks(ctx, opts, topic, &st, nil); err != nil {
 		return nil, true, err
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.All())) {

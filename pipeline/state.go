@@ -41,6 +41,9 @@ func (r *Relay) Ready() (bool, string) {
 	if held := r.held.reason.Load(); held != nil {
 		return false, *held
 	}
+	if w := p.snk.Waiting(); w != "" {
+		return false, w
+	}
 	if at := r.kafkaAnswered.Load(); at == 0 {
 		return false, "kafka does not answer"
 	} else if quiet := time.Since(time.Unix(0, at)); quiet > r.kafkaGrace() {

@@ -119,7 +119,7 @@ func (e *exactlyOnce) init(ctx context.Context) error {
 		}
 		return fmt.Errorf("init producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
 	}
-	end, last, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.deps.Source)
+	end, last, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.deps.Source, s.waitUndecided)
 	if err != nil {
 		return err
 	}
@@ -127,6 +127,13 @@ func (e *exactlyOnce) init(ctx context.Context) error {
 	if last != nil {
 		tli = last.Timeline
 		cp = s.checkpointBound(end, tli)
+	}
+	if s.parking() {
+		// N.B. before the first event is admitted: Produce begins (and
+		// so initialises) before it admits.
+		if err := s.startParking(ctx); err != nil {
+			return err
+		}
 	}
 	e.checkpoint = cp
 	e.ready = true
@@ -145,4 +152,27 @@ func (s *Sink) baseOpts() []kgo.Opt {
 		kgo.ClientID(s.cfg.ClientID),
 		kgo.WithLogger(zapLogger{l: s.log.Named("kgo")}),
 	}, s.deps.Opts...)
+}
+
+// waitUndecided is told what the read of the checkpoint topic (the
+// exactly-once checkpoint, the parked aggregates) waits for (undecided, ""
+// once it no longer waits): a Kafka transaction on the topic not yet
+// decided holds back the last stable offset, and a record this pipeline
+// committed after it began would not be read. It shows in the log,
+// walrelay_checkpoint_read_waiting and, once the pipeline streams,
+// Waiting (/readyz; before, /readyz says it is starting).
+func (s *Sink) waitUndecided(undecided string) {
+	was := s.undecided.Load() != nil
+	switch {
+	case undecided != "" && !was:
+		reason := fmt.Sprintf("waiting for kafka transactions on checkpoint topic %s to be decided before reading the slot's checkpoint or parked aggregates from it (%s)", s.cfg.CheckpointTopic, undecided)
+		s.undecided.Store(&reason)
+		s.metrics.SetCheckpointWaiting(true)
+		s.log.Warn(reason+": another pipeline's transaction ends within its --kafka-transaction-timeout; a producer that stopped inside one holds it until the broker aborts it at that timeout",
+			zap.String("topic", s.cfg.CheckpointTopic), zap.String("undecided", undecided))
+	case undecided == "" && was:
+		s.undecided.Store(nil)
+		s.metrics.SetCheckpointWaiting(false)
+		s.log.Info("the kafka transactions on the checkpoint topic are decided; reading it", zap.String("topic", s.cfg.CheckpointTopic))
+	}
 }

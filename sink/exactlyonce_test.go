@@ -78,7 +78,7 @@ func TestExactlyOnceWatermarkWaitsForTheCommit(t *testing.T) {
 	if tr.Watermark() != end {
 		t.Fatalf("after the commit the watermark is %s, want %s", tr.Watermark(), end)
 	}
-	cp, _, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.deps.Source)
+	cp, _, err := kafkastate.ReadCheckpoint(ctx, s.adm, s.baseOpts(), s.cfg.CheckpointTopic, s.deps.Source, s.waitUndecided)
 	if err != nil || cp != end {
 		t.Fatalf("checkpoint %s, %v; want %s", cp, err, end)
 	}

@@ -12,8 +12,10 @@ import (
 )
 
 // startParking reads the slot's parked aggregates from the state topic
-// before the first event is admitted, and follows the topic for release
-// records (walrelay dlq) while the sink lives.
+// before the first event is admitted, once every transaction on the topic
+// is decided (with --exactly-once after the fencing, which decides the
+// producer's own), and follows the topic for release records (walrelay
+// dlq) while the sink lives.
 func (s *Sink) startParking(ctx context.Context) error {
 	if err := s.ensureCheckpointTopic(ctx); err != nil {
 		return err
@@ -21,7 +23,7 @@ func (s *Sink) startParking(ctx context.Context) error {
 	src := s.deps.Source
 	p := &parkSet{}
 	p.state.Prefix = kafkastate.ParkSlotPrefix(src.SystemID, src.Database, src.Slot)
-	from, err := kafkastate.ReadParks(ctx, s.baseOpts(), s.cfg.CheckpointTopic, &p.state)
+	from, err := kafkastate.ReadParks(ctx, s.baseOpts(), s.cfg.CheckpointTopic, &p.state, s.waitUndecided)
 	if err != nil {
 		return err
 	}

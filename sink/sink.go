@@ -77,6 +77,10 @@ type Sink struct {
 	curEv        *decode.Event    // the event being delivered, and its position (producing goroutine)
 	curPos       kafkastate.Pos
 
+	// undecided says what the exactly-once checkpoint read waits for
+	// (checkpointtopic.go); nil when it does not wait.
+	undecided atomic.Pointer[string]
+
 	errOnce   sync.Once
 	err       error
 	closeOnce sync.Once
@@ -269,7 +273,11 @@ func (s *Sink) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if s.parking() {
+	// N.B. with --exactly-once the parked aggregates are read once the
+	// producer fenced its older ones (exactlyOnce.init): their park
+	// records may be in a transaction left open, which only the fencing
+	// decides.
+	if s.parking() && !s.cfg.ExactlyOnce {
 		if err := s.startParking(ctx); err != nil {
 			return err
 		}
@@ -343,6 +351,16 @@ func (s *Sink) fail(err error) {
 // transactional id and reads the checkpoint, without waiting for the
 // first transaction. Safe to call from any goroutine, more than once.
 func (s *Sink) HoldsSlot() { s.delivery.holdsSlot() }
+
+// Waiting says what holds the sink back before it can deliver (the
+// exactly-once checkpoint read waiting for undecided Kafka transactions),
+// or "" when nothing does.
+func (s *Sink) Waiting() string {
+	if w := s.undecided.Load(); w != nil {
+		return *w
+	}
+	return ""
+}
 
 // InflightBytes is what the records produced and not yet finished count
 // against MaxInflightBytes.

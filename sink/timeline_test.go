@@ -85,7 +85,7 @@ func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	if err := s1.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, cp, err := kafkastate.ReadCheckpoint(ctx, s1.adm, s1.baseOpts(), s1.cfg.CheckpointTopic, src)
+	_, cp, err := kafkastate.ReadCheckpoint(ctx, s1.adm, s1.baseOpts(), s1.cfg.CheckpointTopic, src, s1.waitUndecided)
 	if err != nil || cp == nil || cp.Timeline != 1 || cp.EndLSN != end.String() {
 		t.Fatalf("checkpoint %+v, %v; want end_lsn %s on timeline 1", cp, err, end)
 	}
@@ -121,7 +121,7 @@ func TestExactlyOnceCheckpointOfAnotherTimeline(t *testing.T) {
 	if err := s2.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, cp, err = kafkastate.ReadCheckpoint(ctx, s2.adm, s2.baseOpts(), s2.cfg.CheckpointTopic, src2)
+	_, cp, err = kafkastate.ReadCheckpoint(ctx, s2.adm, s2.baseOpts(), s2.cfg.CheckpointTopic, src2, s2.waitUndecided)
 	if err != nil || cp == nil || cp.Timeline != 2 || cp.EndLSN != (switchpoint+0x100).String() {
 		t.Fatalf("checkpoint %+v, %v; want end_lsn %s on timeline 2", cp, err, switchpoint+0x100)
 	}

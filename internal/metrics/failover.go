@@ -10,7 +10,7 @@ import (
 // only when walrelay watches a standby (--pg-standby-url), so that it is
 // absent rather than 0 without one.
 type failoverGauges struct {
-	ready, held lazyGauge
+	ready, held, checkpointWait lazyGauge
 }
 
 // lazyGauge is a 0/1 gauge registered the first time it is set.
@@ -51,6 +51,19 @@ func (m *Metrics) SetHeldBack(held bool) {
 		Name: "walrelay_stream_held_back",
 		Help: "1 while PostgreSQL holds the logical stream back waiting for a physical slot named in synchronized_standby_slots that no standby confirms (missing, inactive or invalidated): fix the setting (docs/failover.md).",
 	}, held)
+}
+
+// SetCheckpointWaiting sets walrelay_checkpoint_read_waiting: 1 while the
+// exactly-once checkpoint read waits for undecided Kafka transactions on
+// the checkpoint topic.
+func (m *Metrics) SetCheckpointWaiting(on bool) {
+	if m == nil {
+		return
+	}
+	m.failover.checkpointWait.set(m.Registry, prometheus.GaugeOpts{
+		Name: "walrelay_checkpoint_read_waiting",
+		Help: "1 while --exactly-once waits, before it reads its checkpoint, for Kafka transactions on the checkpoint topic to be decided (another pipeline's, or a stopped producer's until the broker aborts it at its transaction timeout); absent until it first waits.",
+	}, on)
 }
 
 func b2f(b bool) float64 {
