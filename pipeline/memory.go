@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/residency"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/tracing"
@@ -57,3 +58,23 @@ func (c Config) spanBytes() int64 {
 // counted, the heap outgrew the limit and collections took 40-80% of the
 // CPU.
 const memoryHeadroom = 16 << 20
+
+// trimStartPages drops the executable's pages that only start-up used from
+// the resident set (package residency), once per process, the first time a
+// pipeline streams: every package's initialisation and the pipeline's
+// start-up have run by then.
+func (r *Relay) trimStartPages() {
+	if !r.trimmed.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		before, after, ok, err := residency.TrimOnce()
+		switch {
+		case err != nil:
+			r.log.Debug("start-up pages of the executable kept resident", zap.Error(err))
+		case ok:
+			r.log.Info("start-up pages of the executable dropped from the resident set (they stay in the page cache)",
+				zap.Int64("rss_file_before_bytes", before), zap.Int64("rss_file_after_bytes", after))
+		}
+	}()
+}

@@ -64,3 +64,44 @@ func CPUSeconds(pid int) float64 {
 	}
 	return float64(ut+st) / ClockTicks
 }
+
+// ExecReadOnlyKB sums, over the read-only private mappings of pid's
+// executable (code, read-only data, the function tables), their size and
+// what of them is resident (Size and Rss of /proc/PID/smaps), in kB; 0s
+// when it cannot read them.
+func ExecReadOnlyKB(pid int) (rss, size int64) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return 0, 0
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") {
+			// a mapping's line: address perms offset dev inode pathname
+			in = len(fields) >= 6 && strings.Join(fields[5:], " ") == exe &&
+				strings.HasPrefix(fields[1], "r-") && strings.HasSuffix(fields[1], "p")
+			continue
+		}
+		if !in || len(fields) < 2 {
+			continue
+		}
+		n, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "Rss:":
+			rss += n
+		case "Size:":
+			size += n
+		}
+	}
+	return rss, size
+}
