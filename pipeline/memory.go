@@ -62,19 +62,14 @@ const memoryHeadroom = 16 << 20
 // trimStartPages drops the executable's pages that only start-up used from
 // the resident set (package residency), once per process, the first time a
 // pipeline streams: every package's initialisation and the pipeline's
-// start-up have run by then.
+// start-up have run by then. Later calls return at once.
 func (r *Relay) trimStartPages() {
-	if !r.trimmed.CompareAndSwap(false, true) {
-		return
+	before, after, ok, err := residency.TrimOnce()
+	switch {
+	case err != nil:
+		r.log.Debug("start-up pages of the executable kept resident", zap.Error(err))
+	case ok:
+		r.log.Info("start-up pages of the executable dropped from the resident set (they stay in the page cache)",
+			zap.Int64("rss_file_before_bytes", before), zap.Int64("rss_file_after_bytes", after))
 	}
-	go func() {
-		before, after, ok, err := residency.TrimOnce()
-		switch {
-		case err != nil:
-			r.log.Debug("start-up pages of the executable kept resident", zap.Error(err))
-		case ok:
-			r.log.Info("start-up pages of the executable dropped from the resident set (they stay in the page cache)",
-				zap.Int64("rss_file_before_bytes", before), zap.Int64("rss_file_after_bytes", after))
-		}
-	}()
 }

@@ -90,7 +90,6 @@ type Relay struct {
 	standbyURL   string
 
 	beat    atomic.Int64 // unix nanoseconds: the run loop's last turn
-	trimmed atomic.Bool  // trimStartPages has run (memory.go)
 	current atomic.Pointer[attemptState]
 	// kafkaAnswered is when Kafka last answered (unix nanoseconds: the
 	// sink's start, then the watch loop's pings); 0 after a start failed.
