@@ -32,7 +32,12 @@ type caseOutcome struct {
 	seed   uint64
 	cfg    config
 	result string // the RESULT line, "" when the case stopped early
+	failed bool
 }
+
+// disruptive says whether case c stops or restarts a server, and so must
+// have the bed to itself (testbed.Disrupt).
+func disruptive(c config) bool { return c["fault"] == "kafka-restart" || c["fault"] == "pg-restart" }
 
 // explorer runs one case.
 type explorer struct {
@@ -74,7 +79,7 @@ func runCase(t *testing.T, seed uint64, out *caseOutcome) {
 	x.c = draw(x.rng)
 	out.seed, out.cfg = seed, x.c
 	t.Logf("CASE seed=%d %s", seed, x.c)
-	if f := x.c["fault"]; f == "kafka-restart" || f == "pg-restart" {
+	if disruptive(x.c) {
 		testbed.Disrupt(t)
 	}
 	x.build()

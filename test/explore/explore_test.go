@@ -99,22 +99,43 @@ func (w where) matches(c config) bool {
 }
 
 // TestExplore runs each case as a subtest named by its seed, then prints
-// the coverage of the space and the failures with their seeds.
+// the coverage of the space and the failures with their seeds. The cases
+// that restart a server (testbed.Disrupt) run first, one at a time and
+// alone on the bed; the others then run beside each other (t.Parallel):
+// each has its own database, role, slot, topics and proxies.
 func TestExplore(t *testing.T) {
-	cv := coverage{}
-	var failed []string
 	list := seeds(t)
-	for _, seed := range list {
-		var out caseOutcome
-		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runCase(t, seed, &out) })
-		cv.add(out.cfg)
-		if !ok {
-			failed = append(failed, fmt.Sprintf("  seed=%d %s\n    %s", seed, out.cfg, out.result))
+	outs := make([]caseOutcome, len(list))
+	t.Cleanup(func() { summarize(t, outs) }) // after every subtest, parallel ones included
+	for _, alone := range []bool{true, false} {
+		for i, seed := range list {
+			if disruptive(draw(newRand(seed))) != alone {
+				continue
+			}
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				if !alone {
+					t.Parallel()
+				}
+				defer func() { outs[i].failed = t.Failed() }()
+				runCase(t, seed, &outs[i])
+			})
 		}
 	}
-	t.Log("\n" + cv.table(len(list)))
+}
+
+// summarize logs the coverage of the cases run and the failed ones.
+func summarize(t *testing.T, outs []caseOutcome) {
+	cv := coverage{}
+	var failed []string
+	for _, out := range outs {
+		cv.add(out.cfg)
+		if out.failed {
+			failed = append(failed, fmt.Sprintf("  seed=%d %s\n    %s", out.seed, out.cfg, out.result))
+		}
+	}
+	t.Log("\n" + cv.table(len(outs)))
 	if len(failed) > 0 {
-		t.Logf("FAILED %d of %d cases (re-run one with WALRELAY_EXPLORE_SEED=N):\n%s", len(failed), len(list), strings.Join(failed, "\n"))
+		t.Logf("FAILED %d of %d cases (re-run one with WALRELAY_EXPLORE_SEED=N):\n%s", len(failed), len(outs), strings.Join(failed, "\n"))
 	}
 }
 

@@ -48,6 +48,7 @@ func TestPostgresConnectionCuts(t *testing.T) { postgresConnectionCuts(t, atLeas
 func TestPostgresConnectionCutsExactlyOnce(t *testing.T) { postgresConnectionCuts(t, exactlyOnce) }
 
 func postgresConnectionCuts(t *testing.T, m mode) {
+	t.Parallel()
 	// N.B. walrelay's restart backoff doubles (up to 30 s) while attempts
 	// last under a minute, so the short version cuts each way once or twice.
 	cuts := scale(4, 15)
@@ -138,6 +139,7 @@ func TestKafkaConnectionCuts(t *testing.T) { kafkaConnectionCuts(t, atLeastOnce)
 func TestKafkaConnectionCutsExactlyOnce(t *testing.T) { kafkaConnectionCuts(t, exactlyOnce) }
 
 func kafkaConnectionCuts(t *testing.T, m mode) {
+	t.Parallel()
 	cuts := scale(6, 40)
 	modes := []cutMode{
 		{"cut", nil},

@@ -18,6 +18,7 @@ import (
 // flight. N.B. a figure, not a threshold: the test fails only on the
 // delivery invariants.
 func TestKill9DuplicatesAtDefaults(t *testing.T) {
+	t.Parallel()
 	const kills, crashEvery = 4, 12000
 	events := (kills + 1) * crashEvery
 	s := newScenario(t, &harness.Workload{Writers: 2, Events: events, Aggregates: 200, MaxTxRows: 1, Pause: 2 * time.Millisecond})

@@ -16,6 +16,13 @@
 // workload emits its events as logical decoding messages, each recorded in a
 // ledger table that walrelay never reads, the truth the checker reads.
 //
+// A scenario that stops or restarts a server, or changes a server-wide
+// setting, calls testbed.Disrupt and runs alone on the bed; the others call
+// t.Parallel and run beside each other and other packages' tests (the
+// tracing scenarios set walrelay's environment with t.Setenv and run
+// sequentially). Every scenario's slot, publication, topics and proxies are
+// its own.
+//
 // `make test` runs the short version of each scenario but the TestCluster
 // ones, which run on a three-broker Kafka cluster (testbed.GetCluster) under
 // `make cluster`, and TestKafkaDownMessages and TestFleetGroupFaults (twelve

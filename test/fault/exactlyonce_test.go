@@ -23,6 +23,7 @@ import (
 // swapping when the holder loses the slot on a loaded machine. A
 // read_committed consumer reads each event once.
 func TestZombieFencedExactlyOnce(t *testing.T) {
+	t.Parallel()
 	rounds := scale(3, 12)
 	s := exactlyOnce.in(newScenario(t, defaultWorkload(scale(12000, 120000))))
 	// N.B. the walsender of a paused walrelay ends after this long without

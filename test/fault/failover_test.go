@@ -23,6 +23,7 @@ import (
 // last primary has is in Kafka (lost 0, phantom 0, per-key order). Two
 // rounds (there and back); six under WALRELAY_CHAOS=1.
 func TestFailoverRoundTrips(t *testing.T) {
+	t.Parallel()
 	rounds := scale(2, 6)
 	pair := testbed.StartPGPair(t, "17")
 	bed := testbed.Get(t)

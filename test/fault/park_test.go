@@ -21,6 +21,7 @@ const parkLimit = 20000
 // 0 lost, 0 per-aggregate order violations, 0 gaps, and every parked
 // event's dead letter is one of them.
 func TestKill9Park(t *testing.T) {
+	t.Parallel()
 	kills, poisons := scale(6, 60), scale(4, 20)
 	p := newParking(t, defaultWorkload(scale(6000, 200000)))
 	s := p.s

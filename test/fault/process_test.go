@@ -20,6 +20,7 @@ func TestKill9ExactlyOnce(t *testing.T) { kill9(t, exactlyOnce) }
 func TestKill9Messages(t *testing.T) { kill9(t, mixed) }
 
 func kill9(t *testing.T, m variant) {
+	t.Parallel()
 	kills := scale(10, 120)
 	s := m.in(newScenario(t, defaultWorkload(scale(15000, 500000))))
 	relay := s.e.StartRelay(t)
@@ -62,6 +63,7 @@ func TestSIGTERMUnderLoad(t *testing.T) { sigtermUnderLoad(t, atLeastOnce) }
 func TestSIGTERMUnderLoadExactlyOnce(t *testing.T) { sigtermUnderLoad(t, exactlyOnce) }
 
 func sigtermUnderLoad(t *testing.T, m mode) {
+	t.Parallel()
 	stops := scale(5, 30)
 	s := m.in(newScenario(t, defaultWorkload(scale(8000, 100000))))
 	relay := s.e.StartRelay(t)

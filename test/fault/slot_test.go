@@ -17,6 +17,7 @@ import (
 // again and again, each time with a fresh standby. The takeover times are
 // figures, not asserted: the wait has a deadline only against a hang.
 func TestTwoInstances(t *testing.T) {
+	t.Parallel()
 	takeovers := scale(3, 20)
 	s := newScenario(t, defaultWorkload(scale(12000, 150000)))
 	// Each process gets an application_name of its own: pg_stat_replication

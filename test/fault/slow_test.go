@@ -18,6 +18,7 @@ import (
 // and it keeps answering PostgreSQL: a short wal_sender_timeout never ends
 // the stream.
 func TestSlowKafka(t *testing.T) {
+	t.Parallel()
 	const (
 		senderTimeout = "5s"      // wal_sender_timeout while the test runs
 		rate          = 256 << 10 // bytes per second walrelay may send to Kafka

@@ -136,7 +136,7 @@ func TestReadToEndExistRefusesAnUnknownTopic(t *testing.T) {
 	if err != nil || len(recs) != 0 || len(absent) != 1 || absent[0] != topic {
 		t.Fatalf("without Exist: %d records, error %v, absent %v; want none, no error, and %s absent", len(recs), err, absent, topic)
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	recs, _, err = testbed.ReadToEnd(ctx, b.Brokers(), []string{topic}, testbed.ReadOptions{Exist: true})
 	if err == nil || !strings.Contains(err.Error(), "the broker does not know ["+topic+"]: nothing read from it") {
