@@ -115,6 +115,11 @@ func (r *Relay) attempt(ctx context.Context, stop <-chan struct{}) error {
 	// by another walrelay's recovery since (the same name): held now, it is
 	// released at once while that recovery runs.
 	stream.CheckWhenHeld(pgcatalog.RecoveryCheck(r.rc.Slot))
+	// N.B. before the first message: a backlog's heap grows from then on,
+	// and the start-up pages left resident until the watch loop's next
+	// turn made a drain's peak RSS (bench W1: 40-48 MiB at 0.5 s, against
+	// 39-41 later in the drain).
+	stream.OnHeld(r.trimStartPages)
 	stream.OnConfirmLag(r.metrics.ConfirmedAfter)
 	if sc.ExactlyOnce {
 		stream.ExpectTimeline(deps.Source.Timeline)

@@ -61,8 +61,9 @@ const memoryHeadroom = 16 << 20
 
 // trimStartPages drops the executable's pages that only start-up used from
 // the resident set (package residency), once per process, the first time a
-// pipeline streams: every package's initialisation and the pipeline's
-// start-up have run by then. Later calls return at once.
+// pipeline holds its slot (replication.Stream.OnHeld), before it reads from
+// it: every package's initialisation and the pipeline's start-up have run
+// by then. Later calls return at once.
 func (r *Relay) trimStartPages() {
 	before, after, ok, err := residency.TrimOnce()
 	switch {

@@ -49,7 +49,6 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 			// N.B. exactly-once: only the holder of the slot fences the
 			// other producers of its transactional id.
 			snk.HoldsSlot()
-			r.trimStartPages()
 		}
 		select {
 		case <-ctx.Done():

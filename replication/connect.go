@@ -130,5 +130,8 @@ func (s *Stream) heldPosition(ctx context.Context, sql *pendingConn, pid uint32)
 			return 0, err
 		}
 	}
+	if s.held != nil {
+		s.held()
+	}
 	return lsn, nil
 }

@@ -61,6 +61,9 @@ type Stream struct {
 	// heldCheck, when set, is asked once the slot is held, before anything
 	// is read from it (CheckWhenHeld).
 	heldCheck func(context.Context, *pgx.Conn) error
+	// held, when set, is called once the slot is held and heldCheck
+	// passed, before anything is read from it (OnHeld).
+	held func()
 
 	timeline int32 // ExpectTimeline's; 0: not checked
 	// walSenderTimeout is the server's wal_sender_timeout for this
@@ -109,6 +112,11 @@ func (s *Stream) SetWALSenderTimeout(d time.Duration) { s.walSenderTimeout = d }
 // from it: an error from f ends Run (the slot is released with the
 // connection) and is returned.
 func (s *Stream) CheckWhenHeld(f func(context.Context, *pgx.Conn) error) { s.heldCheck = f }
+
+// OnHeld has Run call f each time START_REPLICATION holds the slot (after
+// CheckWhenHeld's check), before anything is read from it. Called before
+// Run.
+func (s *Stream) OnHeld(f func()) { s.held = f }
 
 // Done says that the consumer of Run's batches no longer needs batch's
 // buffer space: it has decoded it.

@@ -71,17 +71,25 @@ func TestPartmanRetentionLosesNothing(t *testing.T) {
 	// run it, only more often: in a loop while the writers commit, and
 	// once after each interval of events, so that every partition's turn
 	// comes on a busy machine too.
+	//
+	// N.B. one call at a time (mu): run_maintenance returns at once,
+	// doing nothing, while another session's call holds its advisory lock
+	// (pg_partman 4.7's pg_try_advisory_xact_lock). Overlapping the loop's
+	// call, the call after an interval did nothing; on a loaded machine
+	// (three test beds at once) the writers outran the partitions made
+	// ahead, and the next partition could not be attached over the rows
+	// in the default one.
 	ctx, cancel := context.WithCancel(context.Background())
 	var maint sync.WaitGroup
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	var maintErr error
 	maintain := func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if err := testbed.Exec(ctx, dsn, `SELECT partman.run_maintenance('public.outbox')`); err != nil {
 			return err
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		for _, p := range partitionNames(ctx, dsn) {
 			seen[p] = true
 		}
