@@ -13,10 +13,11 @@ import (
 // page of the executable a process touches, and start-up runs every
 // package's initialisation, spread over the whole executable: 87 % of
 // walrelay's code was resident after it, though relaying uses a fraction.
-// Once streaming, walrelay drops its executable's read-only pages from
-// its resident set (they stay in the page cache): with events relayed
-// since, less than two thirds of those mappings are resident again (about
-// half on this test's machine; four fifths before the trim).
+// Once it holds its slot, before it reads from it, walrelay drops its
+// executable's read-only pages from its resident set (they stay in the
+// page cache): with events relayed since, less than two thirds of those
+// mappings are resident again (about half on this test's machine; four
+// fifths before the trim).
 func TestStartupPagesLeaveTheResidentSet(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
