@@ -205,25 +205,22 @@ func ReadToEnd(ctx context.Context, brokers, topics []string, o ReadOptions) (re
 		return nil, nil, err
 	}
 	for o.Exist && len(absent(ends, topics)) > 0 {
-		unknown := func() error {
-			return fmt.Errorf("read %v: the broker does not know %v: nothing read from it: %w", topics, absent(ends, topics), ctx.Err())
-		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, unknown()
 		case <-time.After(200 * time.Millisecond):
-		}
-		cl.ForceMetadataRefresh()
-		again, err := ListEndOffsets(ctx, cl, o.Committed, topics...)
-		if err != nil && ctx.Err() != nil {
+			cl.ForceMetadataRefresh()
+			again, err := ListEndOffsets(ctx, cl, o.Committed, topics...)
+			if err == nil {
+				ends = again
+				continue
+			}
+			if ctx.Err() == nil {
+				return nil, nil, err
+			}
 			// N.B. a listing cut short by ctx says nothing new: the last
 			// one that answered did not know the topics.
-			return nil, nil, unknown()
 		}
-		if err != nil {
-			return nil, nil, err
-		}
-		ends = again
+		return nil, nil, fmt.Errorf("read %v: the broker does not know %v: nothing read from it: %w", topics, absent(ends, topics), ctx.Err())
 	}
 	if o.Committed && o.Settled {
 		if ends, err = settle(ctx, cl, topics); err != nil {
