@@ -52,14 +52,34 @@ build:
 # in-flight budget, the HTTP server, metrics, configuration mistakes) in
 # test/e2e/kafkaside: neither depends on the bed's PostgreSQL version, and
 # make matrix runs every e2e package on each version.
+#
+# The three test runs go side by side, each on a test bed of its own
+# (make -j3; each one's output printed when it ends): the packages whose
+# tests stop and restart servers (testbed.Disrupt: test/fault, test/explore
+# and test/testbed/disrupttest; with the others on one bed, each of their
+# disruptive tests waited for the bed to itself, and the run took 21-22
+# minutes, the two cores half idle), every other package, and test/e2e on
+# the newest PostgreSQL followed by the fuzzing.
 PG_NEWEST ?= 18
+TEST_SKIP = ^(TestCluster|TestKafkaDownMessages$$|TestFleetGroup(SharesPipelines|HandoverResendsNothing|LostSessionResendsNothing|WaitsForKafkaAtStart|Faults)$$)
+DISRUPTIVE_PKGS = ./test/fault/ ./test/explore/ ./test/testbed/disrupttest/
 test:
 	$(MAKE) --no-print-directory vuln
 	$(MAKE) --no-print-directory deploy-check
-	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^(TestCluster|TestKafkaDownMessages$$|TestFleetGroup(SharesPipelines|HandoverResendsNothing|LostSessionResendsNothing|WaitsForKafkaAtStart|Faults)$$)' ./...
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-disruptive test-shared test-newest
+	$(MAKE) --no-print-directory compat COMPAT_OUT="$$(mktemp -d)"
+
+.PHONY: test-disruptive test-shared test-newest
+test-disruptive:
+	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '$(TEST_SKIP)' $(DISRUPTIVE_PKGS)
+
+test-shared:
+	$(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '$(TEST_SKIP)' \
+		$$($(GO) list ./... | grep -v -x $(foreach p,$(DISRUPTIVE_PKGS),-e 'github.com/walrelay/walrelay/$(p:./%/=%)'))
+
+test-newest:
 	WALRELAY_TEST_PG_VERSION=$(PG_NEWEST) $(GO) run ./test/cmd/testbed -- $(GO) test -count=1 -timeout 20m -skip '^(TestFleetGroup|TestGroupSession)' ./test/e2e/
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 600000x ./decode/
-	$(MAKE) --no-print-directory compat COMPAT_OUT="$$(mktemp -d)"
 
 # The long fault-injection run of test/fault (its package doc): at least 100
 # kill -9 over 500,000 events, 30 s Kafka outages, and longer versions of every

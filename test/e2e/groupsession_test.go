@@ -13,6 +13,14 @@ import (
 // past the default 10 s group session, within the file's 40 s.
 const groupStall = 15 * time.Second
 
+// groupFlow is how long TestGroupSessionRidesOutAStall waits for each
+// pipeline's next 50 events, before the stall and after it: a deadline for
+// a stream that has stopped, not a measure of speed. N.B. with three test
+// beds on two cores (load 25) Kafka took 28 s to create a topic and the
+// marker writes timed out; four of six pipelines had relayed 0-2 transactions
+// a minute in, each waiting for its topics.
+const groupFlow = 3 * time.Minute
+
 // TestGroupSessionRidesOutAStall: a group whose file sets
 // group-session-timeout: 40s, two replicas sharing six pipelines, writers
 // on all (each replica's pipelines sharing one marker store). One replica
@@ -41,7 +49,7 @@ func TestGroupSessionRidesOutAStall(t *testing.T) {
 	}
 	wait := writeAsync(t, envs, 10*time.Millisecond)
 	for _, e := range envs {
-		e.c.WaitFor(50, time.Minute)
+		e.c.WaitFor(50, groupFlow)
 	}
 	// N.B. what the replicas log from the stall on: the first rebalances
 	// released pipelines before it.
@@ -60,7 +68,7 @@ func TestGroupSessionRidesOutAStall(t *testing.T) {
 	// N.B. the writers go on: each pipeline must take in new events after
 	// the stall, where it streamed before.
 	for _, e := range envs {
-		e.c.WaitFor(e.c.Len()+50, time.Minute)
+		e.c.WaitFor(e.c.Len()+50, groupFlow)
 	}
 	after := groupSpread(t, "every pipeline to stream after the stall", []*replica{r1, r2}, envs)
 	if !maps.Equal(before, after) {
