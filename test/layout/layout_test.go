@@ -2,11 +2,13 @@ package layout
 
 import (
 	"bytes"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,6 +141,72 @@ func TestEveryPackageHasDoc(t *testing.T) {
 		}
 		if file.Doc == nil || len(strings.Fields(file.Doc.Text())) < 12 {
 			t.Errorf("%s/doc.go has no package comment of substance: say what it owns, takes, gives and never does", dir)
+		}
+	}
+}
+
+// TestMakeTestListsTheDisruptiveE2ETests: the Makefile's E2E_DISRUPTIVE
+// names exactly the tests of package test/e2e that call testbed.Disrupt
+// and that make test's TEST_SKIP does not leave out: make test's shared bed
+// skips them (they would wait there for every other package to end) and
+// its bed of the newest PostgreSQL runs them with the rest of test/e2e.
+func TestMakeTestListsTheDisruptiveE2ETests(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	variable := func(name string) string {
+		for _, l := range strings.Split(string(mk), "\n") {
+			if v, ok := strings.CutPrefix(l, name+" = "); ok {
+				return strings.ReplaceAll(v, "$$", "$")
+			}
+		}
+		t.Fatalf("the Makefile sets no %s", name)
+		return ""
+	}
+	skip := regexp.MustCompile(variable("TEST_SKIP"))
+	listed := map[string]bool{}
+	for _, name := range strings.Split(variable("E2E_DISRUPTIVE"), "|") {
+		listed[name] = true
+	}
+
+	dir := filepath.Join(root, "test", "e2e")
+	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool { return strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disrupt := map[string]bool{}
+	tests := 0
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") {
+					continue
+				}
+				tests++
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Disrupt" {
+						if id, ok := sel.X.(*ast.Ident); ok && id.Name == "testbed" {
+							disrupt[fn.Name.Name] = true
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+	if tests < 50 || len(disrupt) == 0 {
+		t.Fatalf("found %d tests in %s, %d calling testbed.Disrupt: not the e2e package", tests, dir, len(disrupt))
+	}
+	for name := range disrupt {
+		if !listed[name] && !skip.MatchString(name) {
+			t.Errorf("%s calls testbed.Disrupt: add it to the Makefile's E2E_DISRUPTIVE, or make test's shared bed waits for it", name)
+		}
+	}
+	for name := range listed {
+		if !disrupt[name] {
+			t.Errorf("the Makefile's E2E_DISRUPTIVE names %s, not a test of test/e2e calling testbed.Disrupt: make test would not run it on its first PostgreSQL", name)
 		}
 	}
 }
