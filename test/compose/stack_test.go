@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/walrelay/walrelay/pgcatalog"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/proc"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -157,12 +159,11 @@ func (s *syncBuffer) String() string {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // startRelay runs `walrelay run` with env as its only WALRELAY_* variables.

@@ -10,12 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/proc"
 	"github.com/walrelay/walrelay/test/testbed"
 )
 
@@ -143,12 +145,14 @@ func TestReadmeWalkthrough(t *testing.T) {
 	u.User = url.UserPassword("walrelay", rolePassword)
 	relayDSN := u.String()
 	wit := harness.NewWitness(t, &harness.Env{Bed: b, DSN: dsn})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// N.B. proc.FreePort: a port the kernel picked here was taken as
+	// another connection's source port before walrelay bound it, under
+	// make test's three beds and a suite beside them.
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpAddr := ln.Addr().String()
-	ln.Close()
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	// The steps, cut where the test checks the slot: after walrelay
 	// stopped, before the teardown drops it.

@@ -45,6 +45,7 @@ func TestRecoverOrdersByCommitTimestamp(t *testing.T) {
 	c.WaitFor(300, 2*time.Minute)
 	t.Logf("marker before the failover: %s", e2etest.WaitMarkerCommitTime(t, e, time.Minute))
 
+	killed := time.Now()
 	pair.KillPrimary(t)
 	pair.Promote(t)
 	if code := relay.Wait(3 * time.Minute); code != 3 {
@@ -124,7 +125,11 @@ func TestRecoverOrdersByCommitTimestamp(t *testing.T) {
 	// aggregate order is the payload's seq (the writers' per-aggregate
 	// lock, and the swapped rows' commit order).
 	rows := e.CommittedRows(t)
-	recs := c.ToEnd()
+	// N.B. what the old primary committed but never sent its standby is
+	// gone from the promoted server, and may be in Kafka already: without
+	// this the test failed beside make test with "phantom: record ... was
+	// never committed", one such record.
+	recs, failoverLost := e2etest.WithoutFailoverLosses(c.ToEnd(), rows, w.RolledBack(), killed)
 	v, recovered := e2etest.CheckRecovered(t, recs, rows, w.RolledBack(), "recover")
 	if recovered == 0 {
 		t.Errorf("no record carries %s: recover", e2etest.RecoveredHeader)
@@ -142,7 +147,7 @@ func TestRecoverOrdersByCommitTimestamp(t *testing.T) {
 			t.Errorf("aggregate %s in Kafka: %v, want the row committed first, then the other, both recovered: %v", s.agg, order, want)
 		}
 	}
-	t.Logf("FIGURES events=%d records=%d recovered=%d duplicates=%d lost=%d", len(rows), len(recs), recovered, v.Duplicates, v.Lost)
+	t.Logf("FIGURES events=%d records=%d recovered=%d duplicates=%d lost=%d lost_by_the_failover_but_relayed=%d", len(rows), len(recs), recovered, v.Duplicates, v.Lost, failoverLost)
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("walrelay exit code %d, want 0", code)
 	}
