@@ -56,6 +56,7 @@ type Proxy struct {
 	blackhole []net.Conn
 	armed     *armedCut
 	hold      *armedHold
+	holdAll   *armedHold // HoldAll's: every message it selects, on every connection
 	drop      Matcher
 	conns     int
 	cuts      int
@@ -300,6 +301,29 @@ func (p *Proxy) HoldBefore(m Matcher) (held <-chan struct{}, release func()) {
 	return h.held, release
 }
 
+// HoldAll holds every message m selects, on every connection, and what
+// follows it in its direction, until release is called (at cleanup at the
+// latest): e.g. every produce request, whichever of a client's connections
+// carries it. HoldBefore holds only the first, on one connection.
+func (p *Proxy) HoldAll(m Matcher) (release func()) {
+	h := &armedHold{match: m, released: make(chan struct{})}
+	p.mu.Lock()
+	p.holdAll = h
+	p.mu.Unlock()
+	release = func() {
+		h.once.Do(func() {
+			p.mu.Lock()
+			if p.holdAll == h {
+				p.holdAll = nil
+			}
+			p.mu.Unlock()
+			close(h.released)
+		})
+	}
+	p.t.Cleanup(release)
+	return release
+}
+
 // Drop discards every message m selects, in either direction, until stop is
 // called (at cleanup at the latest). It isolates a client's own logic from a
 // message it would otherwise react to, e.g. the walsender's keepalives.
@@ -407,6 +431,10 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 		} else {
 			h = nil
 		}
+		all := p.holdAll
+		if all != nil && !all.match(dir, msg) {
+			all = nil
+		}
 		dropped := p.drop != nil && p.drop(dir, msg)
 		p.mu.Unlock()
 		if dropped {
@@ -415,6 +443,9 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 		if h != nil {
 			close(h.held)
 			<-h.released
+		}
+		if all != nil {
+			<-all.released
 		}
 		if p.kafka {
 			p.mu.Lock()
