@@ -45,8 +45,8 @@ func TestRecoverOrdersByCommitTimestamp(t *testing.T) {
 	c.WaitFor(300, 2*time.Minute)
 	t.Logf("marker before the failover: %s", e2etest.WaitMarkerCommitTime(t, e, time.Minute))
 
-	killed := time.Now()
 	pair.KillPrimary(t)
+	dead := time.Now() // every process of the old primary is gone
 	pair.Promote(t)
 	if code := relay.Wait(3 * time.Minute); code != 3 {
 		t.Fatalf("walrelay exit code %d after the failover, want 3; log:\n%s", code, relay.Log())
@@ -129,7 +129,7 @@ func TestRecoverOrdersByCommitTimestamp(t *testing.T) {
 	// gone from the promoted server, and may be in Kafka already: without
 	// this the test failed beside make test with "phantom: record ... was
 	// never committed", one such record.
-	recs, failoverLost := e2etest.WithoutFailoverLosses(c.ToEnd(), rows, w.RolledBack(), killed)
+	recs, failoverLost := e2etest.WithoutFailoverLosses(c.ToEnd(), rows, w.RolledBack(), dead)
 	v, recovered := e2etest.CheckRecovered(t, recs, rows, w.RolledBack(), "recover")
 	if recovered == 0 {
 		t.Errorf("no record carries %s: recover", e2etest.RecoveredHeader)

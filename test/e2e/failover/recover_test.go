@@ -72,6 +72,7 @@ func recoverAfterFailover(t *testing.T, major string, auto bool) {
 	}
 	killed := time.Now()
 	pair.KillPrimary(t)
+	dead := time.Now() // every process of the old primary is gone
 	pair.Promote(t)
 	before := w.Committed()
 	var recovery string // the account
@@ -100,7 +101,7 @@ func recoverAfterFailover(t *testing.T, major string, auto bool) {
 	rows := e.CommittedRows(t)
 	// N.B. what the old primary committed but never sent its standby is
 	// gone from the promoted server, and may be in Kafka already.
-	recs, failoverLost := e2etest.WithoutFailoverLosses(c.ToEnd(), rows, w.RolledBack(), killed)
+	recs, failoverLost := e2etest.WithoutFailoverLosses(c.ToEnd(), rows, w.RolledBack(), dead)
 	v, recovered := e2etest.CheckRecovered(t, recs, rows, w.RolledBack(), "recover")
 	if recovered == 0 {
 		t.Errorf("no record carries %s: recover", e2etest.RecoveredHeader)

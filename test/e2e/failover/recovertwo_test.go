@@ -49,8 +49,8 @@ func TestRecoverMissingSlotTwoInstances(t *testing.T) {
 		}
 	}
 
-	killed := time.Now()
 	pair.KillPrimary(t)
+	dead := time.Now() // every process of the old primary is gone
 	pair.Promote(t)
 	before := w.Committed()
 	recovered := func() (n int) {
@@ -72,7 +72,7 @@ func TestRecoverMissingSlotTwoInstances(t *testing.T) {
 		t.Errorf("%d recoveries of slot %s by the two instances, want 1; logs:\n%s\n----\n%s", n, e.Slot, first.Log(), second.Log())
 	}
 	rows := e.CommittedRows(t)
-	recs, failoverLost := e2etest.WithoutFailoverLosses(c.ToEnd(), rows, w.RolledBack(), killed)
+	recs, failoverLost := e2etest.WithoutFailoverLosses(c.ToEnd(), rows, w.RolledBack(), dead)
 	v, fromTable := e2etest.CheckRecovered(t, recs, rows, w.RolledBack(), "recover")
 	if fromTable == 0 {
 		t.Errorf("no record carries %s: recover", e2etest.RecoveredHeader)
