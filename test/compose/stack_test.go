@@ -7,13 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -159,11 +157,11 @@ func (s *syncBuffer) String() string {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	port, err := proc.FreePort()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return addr
 }
 
 // startRelay runs `walrelay run` with env as its only WALRELAY_* variables.

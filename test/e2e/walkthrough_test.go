@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,11 +146,10 @@ func TestReadmeWalkthrough(t *testing.T) {
 	// N.B. proc.FreePort: a port the kernel picked here was taken as
 	// another connection's source port before walrelay bound it, under
 	// make test's three beds and a suite beside them.
-	port, err := proc.FreePort()
+	httpAddr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	// The steps, cut where the test checks the slot: after walrelay
 	// stopped, before the teardown drops it.

@@ -360,9 +360,9 @@ func crashTable(res *Results) string {
 // freeAddr is a loopback address for walrelay's --http-addr: its default,
 // :8080, may be taken on a shared machine.
 func freeAddr() string {
-	port, err := proc.FreePort()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return "127.0.0.1:0"
 	}
-	return "127.0.0.1:" + strconv.Itoa(port)
+	return addr
 }
