@@ -55,7 +55,7 @@ func (r *Relay) Ready() (bool, string) {
 // kafkaGrace is how long Kafka may leave the watch loop's pings
 // unanswered before /readyz says so: three of its polls, and at least 15 s,
 // so that one slow answer on a busy machine does not make the relay
-// unready (the pings time out after one poll interval).
+// unready; a ping may take all of it (kafkaPings).
 func (r *Relay) kafkaGrace() time.Duration {
 	return max(3*r.pollInterval(), 15*time.Second)
 }

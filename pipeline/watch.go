@@ -37,6 +37,10 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var lastPoll time.Time
+	// N.B. the ping under way ends with the loop, whatever ends it.
+	pingCtx, stopPings := context.WithCancel(ctx)
+	var pings kafkaPings
+	defer func() { stopPings(); pings.wait() }()
 	slot := pgcatalog.NewSlotReader(r.rc.ConnString, r.rc.Slot)
 	defer slot.Close()
 	var lastWarn time.Time
@@ -73,16 +77,10 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 			continue
 		}
 		lastPoll = time.Now()
-		// N.B. both cut short by the end of the pipeline: a stop does
-		// not wait on a silent Kafka or PostgreSQL here.
+		// N.B. cut short by the end of the pipeline: a stop does not
+		// wait on a silent PostgreSQL here.
 		pctx, cancel := cancelOn(ctx, interval, done)
-		// N.B. the ping has a context of its own (kafkaGrace): one that
-		// shared a slow step's made /readyz flap on a busy machine.
-		kctx, kcancel := cancelOn(ctx, interval, done)
-		if snk.Ping(kctx) == nil {
-			r.kafkaAnswered.Store(time.Now().UnixNano())
-		}
-		kcancel()
+		pings.start(pingCtx, done, snk, r.kafkaGrace(), &r.kafkaAnswered)
 		// A failed read (the connection, or the query) is retried at the
 		// next poll, on a new connection.
 		if st, err := slot.Read(pctx); err == nil {

@@ -57,6 +57,7 @@ type Proxy struct {
 	armed     *armedCut
 	hold      *armedHold
 	holdAll   *armedHold // HoldAll's: every message it selects, on every connection
+	delay     *armedDelay
 	drop      Matcher
 	conns     int
 	cuts      int
@@ -436,9 +437,13 @@ func (p *Proxy) pump(l *link, dir Dir, wg *sync.WaitGroup) {
 			all = nil
 		}
 		dropped := p.drop != nil && p.drop(dir, msg)
+		delay := p.delay
 		p.mu.Unlock()
 		if dropped {
 			continue
+		}
+		if delay != nil && delay.match(dir, msg) {
+			time.Sleep(delay.d)
 		}
 		if h != nil {
 			close(h.held)

@@ -46,3 +46,42 @@ func TestReadinessFollowsKafka(t *testing.T) {
 		t.Errorf("exit code %d, want 0", code)
 	}
 }
+
+// TestReadinessToleratesSlowKafkaAnswers: a broker that answers the
+// relay's pings (metadata requests) later than the poll interval still
+// answers. With --status-interval 1s (a ping every second) and every
+// metadata request held 2.5 s, /readyz stays 200 past the 15 s grace (ten
+// such answers, 25 s at the least), and rows written meanwhile are relayed
+// and confirmed. (A ping gave up after one poll interval: in make
+// fleet-group a replica streaming its pipelines on a loaded machine said
+// "kafka has not answered for 38s".)
+func TestReadinessToleratesSlowKafkaAnswers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	proxy := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
+	relay := e.Start(t, "--brokers", proxy.Addr(), "--status-interval", "1s")
+	relay.WaitStreaming()
+	harness.WaitFor(t, time.Minute, "/readyz to answer 200", func() bool {
+		code, _ := relay.Get("/readyz")
+		return code == 200
+	})
+	_, _, seen := proxy.Stats()
+	from := seen["metadata"]
+	stop := proxy.DelayAll(harness.KafkaMetadata, 2500*time.Millisecond)
+	harness.WaitFor(t, 3*time.Minute, "ten metadata requests answered 2.5 s late", func() bool {
+		if code, body := relay.Get("/readyz"); code != 200 {
+			t.Fatalf("/readyz = %d %q while Kafka answers its metadata requests 2.5 s late, want 200", code, body)
+		}
+		_, _, seen := proxy.Stats()
+		return seen["metadata"]-from >= 10
+	})
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
+	after := e.Bed.CurrentWALLSN(t, e.DSN)
+	harness.WaitFor(t, 2*time.Minute, "the slot to move past the row written while metadata was slow", func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
+	})
+	stop()
+	if code := relay.Stop(time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
