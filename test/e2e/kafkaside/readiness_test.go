@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/e2e/e2etest"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -17,14 +18,10 @@ import (
 // made /readyz answer 503 "kafka does not answer" under load.)
 func TestReadinessFollowsKafka(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	proxy := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
-	relay := e.Start(t, "--brokers", proxy.Addr(), "--status-interval", "1s")
-	relay.WaitStreaming()
+	e, proxy, relay := readyBehindProxy(t)
 	status := func(path string) func() bool {
 		return func() bool { code, _ := relay.Get(path); return code == 200 }
 	}
-	harness.WaitFor(t, time.Minute, "/readyz to answer 200", status("/readyz"))
 	heal := proxy.Isolate()
 	var body string
 	harness.WaitFor(t, 2*time.Minute, "/readyz to say Kafka has not answered", func() bool {
@@ -37,14 +34,37 @@ func TestReadinessFollowsKafka(t *testing.T) {
 	}
 	heal()
 	harness.WaitFor(t, 2*time.Minute, "/readyz to answer 200 again", status("/readyz"))
-	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
-	after := e.Bed.CurrentWALLSN(t, e.DSN)
-	harness.WaitFor(t, 2*time.Minute, "the slot to move past the row written after the cut", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
-	})
+	relaysARow(t, e, "after the cut")
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
+}
+
+// readyBehindProxy starts a relay whose Kafka is behind a proxy, with
+// --status-interval 1s (a ping every second), and waits until /readyz
+// answers 200.
+func readyBehindProxy(t *testing.T) (*env, *harness.Proxy, *e2etest.Proc) {
+	t.Helper()
+	e := newEnv(t)
+	proxy := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
+	relay := e.Start(t, "--brokers", proxy.Addr(), "--status-interval", "1s")
+	relay.WaitStreaming()
+	harness.WaitFor(t, time.Minute, "/readyz to answer 200", func() bool {
+		code, _ := relay.Get("/readyz")
+		return code == 200
+	})
+	return e, proxy, relay
+}
+
+// relaysARow writes an outbox row and waits for the slot to be confirmed
+// past it.
+func relaysARow(t *testing.T, e *env, when string) {
+	t.Helper()
+	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
+	after := e.Bed.CurrentWALLSN(t, e.DSN)
+	harness.WaitFor(t, 2*time.Minute, "the slot to move past the row written "+when, func() bool {
+		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
+	})
 }
 
 // TestReadinessToleratesSlowKafkaAnswers: a broker that answers the
@@ -57,14 +77,7 @@ func TestReadinessFollowsKafka(t *testing.T) {
 // "kafka has not answered for 38s".)
 func TestReadinessToleratesSlowKafkaAnswers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	proxy := harness.NewKafkaProxy(t, e.Bed.Brokers()[0])
-	relay := e.Start(t, "--brokers", proxy.Addr(), "--status-interval", "1s")
-	relay.WaitStreaming()
-	harness.WaitFor(t, time.Minute, "/readyz to answer 200", func() bool {
-		code, _ := relay.Get("/readyz")
-		return code == 200
-	})
+	e, proxy, relay := readyBehindProxy(t)
 	_, _, seen := proxy.Stats()
 	from := seen["metadata"]
 	stop := proxy.DelayAll(harness.KafkaMetadata, 2500*time.Millisecond)
@@ -75,11 +88,7 @@ func TestReadinessToleratesSlowKafkaAnswers(t *testing.T) {
 		_, _, seen := proxy.Stats()
 		return seen["metadata"]-from >= 10
 	})
-	e.Bed.Exec(t, e.DSN, `INSERT INTO outbox VALUES ($1, $2, 'agg-1', 'T', '{"n": 1}')`, harness.NewUUID(), e.AggType(0))
-	after := e.Bed.CurrentWALLSN(t, e.DSN)
-	harness.WaitFor(t, 2*time.Minute, "the slot to move past the row written while metadata was slow", func() bool {
-		return e.Bed.Slot(t, e.DSN, e.Slot).ConfirmedFlushLSN >= after
-	})
+	relaysARow(t, e, "while metadata was slow")
 	stop()
 	if code := relay.Stop(time.Minute); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
