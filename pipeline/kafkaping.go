@@ -24,9 +24,9 @@ type kafkaPings struct {
 	wg   sync.WaitGroup
 }
 
-// start sends a ping unless one is under way; it ends after grace, when ctx
-// ends, or when done is closed (the pipeline stops).
-func (k *kafkaPings) start(ctx context.Context, done <-chan struct{}, snk *sink.Sink, grace time.Duration, answered *atomic.Int64) {
+// start sends a ping unless one is under way; it ends after grace or when
+// ctx ends (the watch loop's end).
+func (k *kafkaPings) start(ctx context.Context, snk *sink.Sink, grace time.Duration, answered *atomic.Int64) {
 	if !k.busy.CompareAndSwap(false, true) {
 		return
 	}
@@ -34,7 +34,7 @@ func (k *kafkaPings) start(ctx context.Context, done <-chan struct{}, snk *sink.
 	go func() {
 		defer k.wg.Done()
 		defer k.busy.Store(false)
-		kctx, cancel := cancelOn(ctx, grace, done)
+		kctx, cancel := context.WithTimeout(ctx, grace)
 		defer cancel()
 		if snk.Ping(kctx) == nil {
 			answered.Store(time.Now().UnixNano())

@@ -80,7 +80,7 @@ func (r *Relay) watch(ctx context.Context, done <-chan struct{}, stream *replica
 		// N.B. cut short by the end of the pipeline: a stop does not
 		// wait on a silent PostgreSQL here.
 		pctx, cancel := cancelOn(ctx, interval, done)
-		pings.start(pingCtx, done, snk, r.kafkaGrace(), &r.kafkaAnswered)
+		pings.start(pingCtx, snk, r.kafkaGrace(), &r.kafkaAnswered)
 		// A failed read (the connection, or the query) is retried at the
 		// next poll, on a new connection.
 		if st, err := slot.Read(pctx); err == nil {
