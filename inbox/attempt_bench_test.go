@@ -28,7 +28,6 @@ func BenchmarkAttempt(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.cl.Close()
 	for _, parts := range []int{1, 6} {
 		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
 			var seq atomic.Int64

@@ -58,8 +58,8 @@ func releaseInstance(group, id string) {
 }
 
 // groupFields are the log fields of this member's place in the group.
-func (c *Consumer) groupFields(m map[string][]int32) []zap.Field {
-	member, gen := c.cl.GroupMetadata()
+func (c *Consumer) groupFields(cl *kgo.Client, m map[string][]int32) []zap.Field {
+	member, gen := cl.GroupMetadata()
 	var tps []string
 	for t, ps := range m {
 		for _, p := range ps {
@@ -74,13 +74,13 @@ func (c *Consumer) groupFields(m map[string][]int32) []zap.Field {
 // onAssigned starts a worker per new partition. N.B. with
 // BlockRebalanceOnPoll (and this callback registered) it never runs while
 // the poll loop dispatches a poll's records.
-func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+func (c *Consumer) onAssigned(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 	n := 0
 	for _, ps := range m {
 		n += len(ps)
 	}
 	if n > 0 { // N.B. a cooperative rebalance that gives nothing new calls it too
-		c.log.Info("partitions assigned", c.groupFields(m)...)
+		c.log.Info("partitions assigned", c.groupFields(cl, m)...)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,7 +97,7 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]i
 // onRevoked lets the revoked partitions' attempts in hand finish and
 // commits their offsets before the rebalance goes on, so the next owner
 // starts exactly after them.
-func (c *Consumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+func (c *Consumer) onRevoked(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 	ws := c.detach(m)
 	if len(ws) == 0 {
 		return
@@ -111,16 +111,16 @@ func (c *Consumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]in
 		w.cancel()
 	}
 	c.commitMu.Lock()
-	c.commitFinished(ws)
+	c.commitFinished(cl, ws)
 	c.commitMu.Unlock()
-	c.log.Info("partitions revoked", append(c.groupFields(m), zap.Duration("handover", time.Since(start)))...)
+	c.log.Info("partitions revoked", append(c.groupFields(cl, m), zap.Duration("handover", time.Since(start)))...)
 }
 
 // onLost abandons the lost partitions' work: the group went on without
 // this member, another member owns them, and an offset commit would be
 // refused.
-func (c *Consumer) onLost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-	c.log.Warn("partitions lost (the group went on without this member: session timeout, fenced, or the coordinator lost)", c.groupFields(m)...)
+func (c *Consumer) onLost(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+	c.log.Warn("partitions lost (the group went on without this member: session timeout, fenced, or the coordinator lost)", c.groupFields(cl, m)...)
 	for _, w := range c.detach(m) {
 		w.halt(true)
 	}
@@ -173,14 +173,14 @@ func (c *Consumer) commitLoop(ctx context.Context, done chan<- struct{}) {
 			ws = append(ws, w)
 		}
 		c.mu.Unlock()
-		c.commitFinished(ws)
+		c.commitFinished(c.cl, ws)
 		c.commitMu.Unlock()
 	}
 }
 
-// commitFinished commits the offset after each worker's last finished
-// record, where it moved. Call it under commitMu.
-func (c *Consumer) commitFinished(ws []*partition) {
+// commitFinished commits, with cl, the offset after each worker's last
+// finished record, where it moved. Call it under commitMu.
+func (c *Consumer) commitFinished(cl *kgo.Client, ws []*partition) {
 	var recs []*kgo.Record
 	var of []*partition
 	for _, w := range ws {
@@ -196,7 +196,7 @@ func (c *Consumer) commitFinished(ws []*partition) {
 	// leader epoch.
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.cl.CommitRecords(cctx, recs...); err != nil {
+	if err := cl.CommitRecords(cctx, recs...); err != nil {
 		// N.B. not fatal: the records are delivered again (to this member
 		// or the partition's new owner) and the inbox table skips them.
 		c.commitErrors.Add(1)

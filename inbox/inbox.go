@@ -21,14 +21,22 @@ import (
 // Consumer is one member of a consumer group applying records through an
 // inbox table.
 type Consumer struct {
-	cfg         Config
-	log         *zap.Logger
+	cfg Config
+	log *zap.Logger
+	// opts are the group client's options, adminOpts the brokers and
+	// Config.KafkaOpts alone (Run's checks before it joins the group).
+	opts, adminOpts []kgo.Opt
+	// newClient is kgo.NewClient; a test may wrap it.
+	newClient func(...kgo.Opt) (*kgo.Client, error)
+	// cl is the group client, from Run on. N.B. kgo calls the group
+	// callbacks (group.go) from the client's own goroutines, maybe before
+	// Run has stored cl: they use the client they are given.
 	cl          *kgo.Client
 	insert      string // the id insert, built once
 	insertBatch string // BatchHandler's: several ids, the new ones returned
 
 	// base is the parent of the partition workers' contexts: it ends with
-	// Run (or Close before Run).
+	// Run.
 	base       context.Context
 	cancelBase context.CancelFunc
 
@@ -56,9 +64,10 @@ type Stats struct {
 	CommitErrors int64 // offset commits that failed (the records come again; the table absorbs them)
 }
 
-// New checks cfg and builds the Kafka client. log is a *zap.Logger for
+// New checks cfg and the Kafka client's options; it connects to nothing.
+// log is a *zap.Logger for
 // the Consumer's lines, or nil: Config.Logger takes any logger (log/slog's
-// too); give one or the other. Run starts consuming.
+// too); give one or the other. Run joins the group and consumes.
 func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	cfg.setDefaults()
 	err := cfg.Validate()
@@ -68,7 +77,8 @@ func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox config: %w", err)
 	}
-	c := &Consumer{cfg: cfg, log: consumerLog(cfg.Logger, log), parts: map[tp]*partition{}, handlerSeconds: newHandlerSeconds(cfg.Group)}
+	c := &Consumer{cfg: cfg, log: consumerLog(cfg.Logger, log), parts: map[tp]*partition{}, handlerSeconds: newHandlerSeconds(cfg.Group),
+		newClient: kgo.NewClient}
 	c.base, c.cancelBase = context.WithCancel(context.Background())
 	ident, _ := tableIdent(cfg.Table)
 	c.insert = `INSERT INTO ` + ident + ` (consumer, id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
@@ -76,6 +86,10 @@ func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	if c.cfg.Handler == nil {
 		c.cfg.Handler = c.cfg.BatchHandler.one()
 	}
+	// N.B. New only checks the client options: the client, and with it
+	// the group membership, begins in Run (a Consumer never run holds no
+	// partitions).
+	adminOpts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOpts...)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		// N.B. a new group starts at the beginning of the topics: an
@@ -113,11 +127,10 @@ func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	if cfg.TopicsRegex {
 		opts = append(opts, kgo.ConsumeRegex())
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
+	if err := kgo.ValidateOpts(opts...); err != nil {
 		return nil, fmt.Errorf("create kafka client: %w", err)
 	}
-	c.cl = cl
+	c.opts, c.adminOpts = opts, adminOpts
 	return c, nil
 }
 
@@ -139,7 +152,9 @@ func (c *Consumer) Stats() Stats {
 func (c *Consumer) Run(ctx context.Context) (err error) {
 	defer func() {
 		c.cancelBase()
-		c.cl.Close()
+		if c.cl != nil {
+			c.cl.Close()
+		}
 		s := c.Stats()
 		c.log.Info("stopped", zap.Int64("applied", s.Applied), zap.Int64("duplicates", s.Duplicates),
 			zap.Int64("dead_lettered", s.DeadLettered), zap.Int64("retries", s.Retries))
@@ -157,6 +172,11 @@ func (c *Consumer) Run(ctx context.Context) (err error) {
 	c.log.Info("consuming", zap.String("group", c.cfg.Group), zap.Strings("topics", c.cfg.Topics),
 		zap.String("instance_id", c.cfg.InstanceID), zap.String("dead_letter_topic", c.cfg.DeadLetterTopic),
 		zap.String("table", c.cfg.Table))
+	cl, err := c.newClient(c.opts...)
+	if err != nil {
+		return fmt.Errorf("create kafka client: %w", err)
+	}
+	c.cl = cl
 	cctx, stopCommitter := context.WithCancel(ctx)
 	committed := make(chan struct{})
 	go c.commitLoop(cctx, committed)
@@ -171,7 +191,7 @@ func (c *Consumer) Run(ctx context.Context) (err error) {
 			w.halt(true)
 		}
 		c.commitMu.Lock()
-		c.commitFinished(ws)
+		c.commitFinished(c.cl, ws)
 		c.commitMu.Unlock()
 		if c.cfg.LeaveGroupOnStop && c.cfg.InstanceID != DynamicMembership && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			c.leaveGroup()
@@ -251,7 +271,12 @@ func (c *Consumer) checkTable(ctx context.Context) error {
 
 // ensureTopic creates topic if it does not exist.
 func (c *Consumer) ensureTopic(ctx context.Context, topic string) error {
-	adm := kadm.NewClient(c.cl)
+	cl, err := kgo.NewClient(c.adminOpts...)
+	if err != nil {
+		return fmt.Errorf("create kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	details, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("list dead-letter topic %s: %w", topic, err)
@@ -262,7 +287,7 @@ func (c *Consumer) ensureTopic(ctx context.Context, topic string) error {
 	// N.B. no leader wait (0), as before: a dead letter is produced only
 	// when a record fails for good, and the client retries a partition
 	// whose leader is not ready yet.
-	_, err = kafkaconn.CreateTopics(ctx, c.cl, c.log, 0, kafkaconn.Topic{Name: topic, Partitions: -1, ReplicationFactor: -1})
+	_, err = kafkaconn.CreateTopics(ctx, cl, c.log, 0, kafkaconn.Topic{Name: topic, Partitions: -1, ReplicationFactor: -1})
 	if ce := (*kafkaconn.CreateError)(nil); errors.As(err, &ce) {
 		return fmt.Errorf("create dead-letter topic %s (create it, or grant CREATE on it): %w", topic, ce.Err)
 	}

@@ -180,8 +180,8 @@ func (f *fixture) offsetsAtEnd(t *testing.T, topic string) {
 	})
 }
 
-// membersAssigned is how many members of the group own partitions.
-func (f *fixture) membersAssigned(t *testing.T) int {
+// describeGroup describes the fixture's group.
+func (f *fixture) describeGroup(t *testing.T) (kadm.DescribedGroup, error) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.b.Brokers()...))
 	if err != nil {
@@ -189,11 +189,18 @@ func (f *fixture) membersAssigned(t *testing.T) int {
 	}
 	defer cl.Close()
 	groups, err := kadm.NewClient(cl).DescribeGroups(context.Background(), f.group)
+	return groups[f.group], err
+}
+
+// membersAssigned is how many members of the group own partitions.
+func (f *fixture) membersAssigned(t *testing.T) int {
+	t.Helper()
+	g, err := f.describeGroup(t)
 	if err != nil {
 		return 0
 	}
 	n := 0
-	for _, m := range groups[f.group].Members {
+	for _, m := range g.Members {
 		if c, ok := m.Assigned.AsConsumer(); ok {
 			for _, tp := range c.Topics {
 				if len(tp.Partitions) > 0 {
