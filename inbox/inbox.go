@@ -65,9 +65,9 @@ type Stats struct {
 }
 
 // New checks cfg and the Kafka client's options; it connects to nothing.
-// log is a *zap.Logger for
-// the Consumer's lines, or nil: Config.Logger takes any logger (log/slog's
-// too); give one or the other. Run joins the group and consumes.
+// log is a *zap.Logger for the Consumer's lines, or nil: Config.Logger
+// takes any logger (log/slog's too); give one or the other. Run joins the
+// group and consumes.
 func New(cfg Config, log *zap.Logger) (*Consumer, error) {
 	cfg.setDefaults()
 	err := cfg.Validate()
